@@ -1,0 +1,174 @@
+// Configuration from environment variables, validated once at start and frozen (fastify-style): a wrong
+// value stops the process with one line per bad variable, naming it. Names follow the reference gateway
+// (modelsphere/continuation_gateway) so a deployment can switch without renaming anything.
+import { z } from 'zod';
+
+const bool = (def: boolean) =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v.trim() === '') return def;
+      const s = v.trim().toLowerCase();
+      if (['1', 'true', 'yes', 'on'].includes(s)) return true;
+      if (['0', 'false', 'no', 'off'].includes(s)) return false;
+      ctx.addIssue({ code: 'custom', message: `expected true or false, got ${JSON.stringify(v)}` });
+      return z.NEVER;
+    });
+
+const num = (def: number, opts: { min?: number; int?: boolean; positive?: boolean } = {}) =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v.trim() === '') return def;
+      const n = Number(v);
+      const bad =
+        !Number.isFinite(n) ||
+        (opts.int && !Number.isInteger(n)) ||
+        (opts.positive && n <= 0) ||
+        (opts.min !== undefined && n < opts.min);
+      if (bad) {
+        const what = opts.positive ? 'a positive' : opts.min !== undefined ? `a >= ${opts.min}` : 'a';
+        ctx.addIssue({ code: 'custom', message: `expected ${what} ${opts.int ? 'integer' : 'number'}, got ${JSON.stringify(v)}` });
+        return z.NEVER;
+      }
+      return n;
+    });
+
+const httpUrl = z
+  .string()
+  .trim()
+  .transform((v, ctx) => {
+    let u: URL;
+    try {
+      u = new URL(v);
+    } catch {
+      ctx.addIssue({ code: 'custom', message: `expected an http(s) URL, got ${JSON.stringify(v)}` });
+      return z.NEVER;
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') {
+      ctx.addIssue({ code: 'custom', message: `expected an http(s) URL, got ${JSON.stringify(v)}` });
+      return z.NEVER;
+    }
+    return v.replace(/\/+$/, '');
+  });
+
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
+
+const schema = z.object({
+  DOWNSTREAM_URL: httpUrl,
+  CONTINUATION_URL: z.union([z.undefined(), z.literal(''), httpUrl]).transform((v) => (v ? v : undefined)),
+  CONTINUATION_MODEL: optionalString,
+  CONTINUATION_ENGINE: z
+    .string()
+    .optional()
+    .transform((v) => (v ?? 'sglang').trim().toLowerCase())
+    .pipe(z.enum(['sglang', 'vllm'], { message: 'expected sglang or vllm' })),
+  CONTINUATION_ENABLED: bool(true),
+  STALL_IDLE_TIMEOUT_SECONDS: num(20, { positive: true }),
+  MAX_STALL_SECONDS: num(300, { positive: true }),
+  CONNECT_TIMEOUT_SECONDS: num(30, { positive: true }),
+  UPSTREAM_HEADERS_TIMEOUT_SECONDS: num(60, { positive: true }),
+  FIRST_DELTA_TIMEOUT_SECONDS: num(0, { min: 0 }),
+  MAX_ATTEMPTS: num(2, { int: true, min: 1 }),
+  RECOVERY_MAX_CONCURRENT: num(64, { int: true, min: 0 }),
+  RECOVERY_BUDGET_PERCENT: num(20, { min: 0 }),
+  MAX_CONTINUATION_BODY_MB: num(10, { positive: true }),
+  MAX_REQUEST_BODY_MB: num(100, { positive: true }),
+  CJK_CHARS_PER_TOKEN: num(1.6, { positive: true }),
+  OTHER_CHARS_PER_TOKEN: num(4.0, { positive: true }),
+  BUFFER_TOOL_CALLS: bool(false),
+  BUFFER_STRUCTURED_OUTPUT: bool(false),
+  UNREACHABLE_STATUS: num(429, { int: true, min: 400 }),
+  PORT: num(50051, { int: true, min: 0 }),
+  HOST: z.string().optional().transform((v) => v?.trim() || '127.0.0.1'),
+  LOG_LEVEL: z
+    .string()
+    .optional()
+    .transform((v) => (v ?? 'info').trim().toLowerCase())
+    .pipe(z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { message: 'expected a pino level' })),
+});
+
+export interface GatewayConfig {
+  /** Where every leg goes: Envoy's egress listener in the stack (the router tier behind it). */
+  readonly downstreamUrl: string;
+  /** Where leg2 goes; defaults to downstreamUrl. */
+  readonly continuationUrl: string;
+  /** The model family the deployment serves; unset = no request is ever in scope. */
+  readonly continuationModel: string | undefined;
+  readonly engine: 'sglang' | 'vllm';
+  readonly continuationEnabled: boolean;
+  readonly stallIdleTimeoutMs: number;
+  readonly maxStallMs: number;
+  readonly connectTimeoutMs: number;
+  readonly upstreamHeadersTimeoutMs: number;
+  /** 0 = wait for the first delta as long as it takes (a slow prefill is not a failure). */
+  readonly firstDeltaTimeoutMs: number;
+  readonly maxAttempts: number;
+  readonly recoveryMaxConcurrent: number;
+  readonly recoveryBudgetPercent: number;
+  readonly maxContinuationBodyBytes: number;
+  readonly maxRequestBodyBytes: number;
+  readonly cjkCharsPerToken: number;
+  readonly otherCharsPerToken: number;
+  readonly bufferToolCalls: boolean;
+  readonly bufferStructuredOutput: boolean;
+  readonly unreachableStatus: number;
+  readonly port: number;
+  readonly host: string;
+  readonly logLevel: string;
+}
+
+export class ConfigError extends Error {
+  readonly code = 'GATEWAY_CONFIG_INVALID';
+  constructor(readonly problems: string[]) {
+    super(problems.join('\n'));
+  }
+}
+
+const MB = 1024 * 1024;
+
+/** Parses and freezes the configuration; throws ConfigError listing every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  const picked: Record<string, string | undefined> = {};
+  for (const key of Object.keys(schema.shape)) picked[key] = env[key];
+  const parsed = schema.safeParse(picked);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => {
+      const name = String(i.path[0] ?? 'config');
+      const msg = i.code === 'invalid_type' && picked[name] === undefined ? 'is required' : i.message;
+      return `config error: ${name} ${msg}`;
+    });
+    throw new ConfigError(problems);
+  }
+  const e = parsed.data;
+  return Object.freeze({
+    downstreamUrl: e.DOWNSTREAM_URL,
+    continuationUrl: e.CONTINUATION_URL ?? e.DOWNSTREAM_URL,
+    continuationModel: e.CONTINUATION_MODEL,
+    engine: e.CONTINUATION_ENGINE,
+    continuationEnabled: e.CONTINUATION_ENABLED,
+    stallIdleTimeoutMs: e.STALL_IDLE_TIMEOUT_SECONDS * 1000,
+    maxStallMs: e.MAX_STALL_SECONDS * 1000,
+    connectTimeoutMs: e.CONNECT_TIMEOUT_SECONDS * 1000,
+    upstreamHeadersTimeoutMs: e.UPSTREAM_HEADERS_TIMEOUT_SECONDS * 1000,
+    firstDeltaTimeoutMs: e.FIRST_DELTA_TIMEOUT_SECONDS * 1000,
+    maxAttempts: e.MAX_ATTEMPTS,
+    recoveryMaxConcurrent: e.RECOVERY_MAX_CONCURRENT,
+    recoveryBudgetPercent: e.RECOVERY_BUDGET_PERCENT,
+    maxContinuationBodyBytes: Math.floor(e.MAX_CONTINUATION_BODY_MB * MB),
+    maxRequestBodyBytes: Math.floor(e.MAX_REQUEST_BODY_MB * MB),
+    cjkCharsPerToken: e.CJK_CHARS_PER_TOKEN,
+    otherCharsPerToken: e.OTHER_CHARS_PER_TOKEN,
+    bufferToolCalls: e.BUFFER_TOOL_CALLS,
+    bufferStructuredOutput: e.BUFFER_STRUCTURED_OUTPUT,
+    unreachableStatus: e.UNREACHABLE_STATUS,
+    port: e.PORT,
+    host: e.HOST,
+    logLevel: e.LOG_LEVEL,
+  });
+}

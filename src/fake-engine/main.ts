@@ -1,0 +1,46 @@
+// CLI for the demo: `node dist/src/fake-engine/main.js --port 9001 --name replica-a --dialect sglang
+// --family generic --token-ms 40`. Prints one line when listening (the demo waits for it).
+import { Dialect } from './dialect';
+import { PrefixFamily } from './prefix-parse';
+import { FakeEngineOptions, startFakeEngine } from './server';
+
+function parseArgs(argv: string[]): FakeEngineOptions {
+  const opts: FakeEngineOptions = {};
+  for (let i = 0; i < argv.length; i += 2) {
+    const [flag, value] = [argv[i], argv[i + 1]];
+    if (value === undefined) throw new Error(`missing value for ${flag}`);
+    switch (flag) {
+      case '--port': opts.port = Number(value); break;
+      case '--host': opts.host = value; break;
+      case '--name': opts.name = value; break;
+      case '--model': opts.model = value; break;
+      case '--token-ms': opts.tokenIntervalMs = Number(value); break;
+      case '--dialect':
+        if (value !== 'sglang' && value !== 'vllm') throw new Error(`bad --dialect ${value}`);
+        opts.dialect = value as Dialect;
+        break;
+      case '--family':
+        if (value !== 'generic' && value !== 'kimi-k3') throw new Error(`bad --family ${value}`);
+        opts.family = value as PrefixFamily;
+        break;
+      default: throw new Error(`unknown flag ${flag}`);
+    }
+  }
+  return opts;
+}
+
+async function main(): Promise<void> {
+  const opts = parseArgs(process.argv.slice(2));
+  const engine = await startFakeEngine(opts);
+  process.stdout.write(`FAKE_ENGINE ${engine.name} listening ${engine.url}\n`);
+  const stop = () => {
+    engine.close().then(() => process.exit(0), () => process.exit(1));
+  };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+}
+
+main().catch((e) => {
+  process.stderr.write(`fake-engine: ${(e as Error).message}\n`);
+  process.exit(2);
+});

@@ -1,0 +1,195 @@
+// The fake inference engine: a real node:http server imitating an OpenAI-compatible SGLang or vLLM
+// replica, deterministic so that end-to-end tests can compare stitched answers byte for byte.
+import http from 'node:http';
+import type { Socket } from 'node:net';
+import { Dialect, errorBody } from './dialect';
+import { sendCompletion } from './completion';
+import { Exchange, SeenRequest } from './exchange';
+import { Fault, takeFault } from './faults';
+import { planRequest } from './plan';
+import { PrefixFamily } from './prefix-parse';
+import { StreamRun } from './stream';
+import { tokenId, tokenize, promptTokens } from './tokens';
+
+export type { Dialect } from './dialect';
+export type { PrefixFamily } from './prefix-parse';
+export type { SeenRequest } from './exchange';
+
+export interface FakeEngineOptions {
+  port?: number;
+  host?: string;
+  name?: string;
+  dialect?: Dialect;
+  family?: PrefixFamily;
+  tokenIntervalMs?: number;
+  /** Model id listed by GET /v1/models (chat answers echo the request's model). */
+  model?: string;
+}
+
+export interface FakeEngine {
+  url: string;
+  port: number;
+  name: string;
+  requests: SeenRequest[];
+  close(): Promise<void>;
+}
+
+const MAX_MODEL_LEN = 131072;
+const CREATED = 1767225600; // fixed: `created` carries no information in tests
+
+function flatHeaders(h: http.IncomingHttpHeaders): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h)) if (v !== undefined) out[k] = Array.isArray(v) ? v.join(', ') : v;
+  return out;
+}
+
+function readBody(req: http.IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    req.on('data', (c: Buffer) => parts.push(c));
+    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function parseJson(raw: string): any {
+  try {
+    return raw === '' ? undefined : JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+}
+
+export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngine> {
+  const name = opts.name ?? 'fake-engine';
+  const dialect: Dialect = opts.dialect ?? 'sglang';
+  const family: PrefixFamily = opts.family ?? 'generic';
+  const model = opts.model ?? 'fake-model';
+  const requests: SeenRequest[] = [];
+  const live = new Set<Exchange>();
+  const sockets = new Set<Socket>();
+  const vllmIdsInFlight = new Set<string>();
+  let counter = 0;
+
+  const bad = (ex: Exchange, message: string) => ex.sendJson(400, errorBody(message, 'BadRequestError', 400));
+
+  function chat(ex: Exchange): void {
+    const { record } = ex;
+    const h = record.headers;
+    let fault: Fault | undefined;
+    try {
+      fault = takeFault(h['x-fake-fault']);
+    } catch (e) {
+      return bad(ex, (e as Error).message);
+    }
+    record.fault = fault?.spec;
+    if (fault?.kind === 'crash-before-headers') return ex.killSocket('destroy');
+    if (fault?.kind === 'hang') return; // socket stays open until the client or close() ends it
+    if (fault?.kind === 'status') {
+      const code = fault.status ?? 500;
+      return ex.sendJson(code, errorBody(`fake-engine injected status ${code}`, 'InjectedError', code));
+    }
+    const body = record.body;
+    if (!body || typeof body !== 'object') return bad(ex, 'fake-engine: body is not JSON');
+
+    const xrid = h['x-request-id'];
+    if (dialect === 'vllm' && xrid !== undefined) {
+      // vLLM refuses a request id that is still being served.
+      if (vllmIdsInFlight.has(xrid)) return bad(ex, `Request id ${xrid} already running.`);
+      vllmIdsInFlight.add(xrid);
+      ex.onClose(() => vllmIdsInFlight.delete(xrid));
+    }
+    const planned = planRequest(body, h, dialect, family);
+    if (!planned.ok) return bad(ex, planned.message);
+
+    const ms = Number(h['x-fake-token-ms']);
+    const settings = {
+      ctx: {
+        dialect,
+        id: dialect === 'vllm' && xrid !== undefined ? `chatcmpl-${xrid}` : `chatcmpl-${name}-${++counter}`,
+        created: CREATED,
+        model: typeof body.model === 'string' ? body.model : model,
+      },
+      plan: planned.plan,
+      fault,
+      intervalMs: h['x-fake-token-ms'] !== undefined && Number.isFinite(ms) && ms >= 0 ? ms : (opts.tokenIntervalMs ?? 2),
+      includeUsage: body.stream_options?.include_usage === true,
+    };
+    if (body.stream === true) new StreamRun(ex, settings).start();
+    else sendCompletion(ex, settings);
+  }
+
+  function tokenizeRoute(ex: Exchange): void {
+    const b = ex.record.body;
+    const toks = Array.isArray(b?.messages)
+      ? promptTokens(b.messages)
+      : tokenize(String(b?.prompt ?? b?.text ?? ''));
+    const tokens = toks.map(tokenId);
+    const out: Record<string, unknown> = { tokens, count: tokens.length };
+    if (dialect === 'vllm') out.max_model_len = MAX_MODEL_LEN;
+    ex.sendJson(200, out);
+  }
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    res.setHeader('x-fake-replica', name);
+    const raw = await readBody(req);
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method === 'GET' && path === '/health') {
+      res.writeHead(200, { 'content-length': 0 });
+      res.end();
+      return; // not recorded: health checks would grow the log forever in the demo
+    }
+    const body = parseJson(raw);
+    const record: SeenRequest = {
+      replica: name, path, headers: flatHeaders(req.headers), body,
+      continuation: !!body && typeof body === 'object' && body.continue_final_message === true,
+      startedAt: Date.now(), clientAborted: false, tokensSent: 0,
+    };
+    requests.push(record);
+    const ex = new Exchange(req, res, record);
+    live.add(ex);
+    ex.onClose(() => live.delete(ex));
+
+    if (req.method === 'POST' && path === '/v1/chat/completions') return chat(ex);
+    if (req.method === 'POST' && path === '/tokenize') return tokenizeRoute(ex);
+    if (req.method === 'GET' && path === '/v1/models') {
+      return ex.sendJson(200, {
+        object: 'list',
+        data: [{ id: model, object: 'model', created: CREATED, owned_by: 'fake-engine', root: model, max_model_len: MAX_MODEL_LEN }],
+      });
+    }
+    ex.sendJson(404, errorBody(`fake-engine: no route ${req.method} ${path}`, 'NotFoundError', 404));
+  }
+
+  const server = http.createServer((req, res) => {
+    handle(req, res).catch(() => res.destroy());
+  });
+  server.on('connection', (s: Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  // A reset socket raises ECONNRESET on our side too; it is expected here, not a crash of the engine.
+  server.on('clientError', (_err, s: Socket) => s.destroy());
+
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => {
+      server.off('error', reject);
+      const port = (server.address() as { port: number }).port;
+      const host = !opts.host || opts.host === '0.0.0.0' || opts.host === '::' ? '127.0.0.1' : opts.host;
+      resolve({
+        url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
+        port,
+        name,
+        requests,
+        close: () =>
+          new Promise<void>((done) => {
+            for (const ex of live) ex.shutdown();
+            server.close(() => done());
+            for (const s of sockets) s.destroy();
+            server.closeAllConnections();
+          }),
+      });
+    });
+  });
+}

@@ -1,0 +1,107 @@
+// Writes one streamed chat completion as SSE, token by token on a timer, and injects the scripted fault
+// at its token index. Index i means "i token chunks already written"; an index past the end fires just
+// before the finish chunk, so `crash@1000` still crashes a short answer.
+import { ChunkContext, finishChunk, roleChunk, tokenChunk, usageChunk } from './dialect';
+import { Exchange } from './exchange';
+import { Fault } from './faults';
+import { Plan } from './plan';
+
+const MALFORMED_EVENT = 'data: {"this is not json\n\n';
+const INJECTED_ERROR =
+  '{"error":{"message":"fake-engine injected error","type":"InternalServerError","code":500}}';
+
+export interface StreamSettings {
+  ctx: ChunkContext;
+  plan: Plan;
+  fault?: Fault;
+  intervalMs: number;
+  includeUsage: boolean;
+}
+
+export class StreamRun {
+  private index = 0;
+  private faultDone = false;
+
+  constructor(
+    private readonly ex: Exchange,
+    private readonly s: StreamSettings,
+  ) {}
+
+  start(): void {
+    const f = this.s.fault;
+    if (f?.kind === 'slow') this.ex.later(f.ms ?? 0, () => this.begin());
+    else this.begin();
+  }
+
+  private event(obj: unknown): void {
+    this.ex.write(`data: ${JSON.stringify(obj)}\n\n`);
+  }
+
+  private begin(): void {
+    this.ex.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    this.event(roleChunk(this.s.ctx));
+    this.ex.later(this.s.intervalMs, () => this.step());
+  }
+
+  private step(): void {
+    const { plan, fault } = this.s;
+    const n = plan.deltas.length;
+    if (fault && !this.faultDone && this.index === Math.min(fault.at, n) && this.atIndexFault(fault)) {
+      this.faultDone = true;
+      if (!this.applyFault(fault)) return;
+    }
+    if (this.index < n) {
+      this.event(tokenChunk(this.s.ctx, plan.deltas[this.index]));
+      this.index++;
+      this.ex.record.tokensSent = this.index;
+      this.ex.later(this.s.intervalMs, () => this.step());
+      return;
+    }
+    this.finish();
+  }
+
+  private atIndexFault(f: Fault): boolean {
+    return ['crash', 'fin', 'eof', 'stall', 'error', 'abort', 'malformed'].includes(f.kind);
+  }
+
+  /** Returns true when the stream goes on writing tokens in this same step. */
+  private applyFault(f: Fault): boolean {
+    switch (f.kind) {
+      case 'crash':
+        this.ex.killSocket('reset');
+        return false;
+      case 'fin':
+        this.ex.killSocket('fin');
+        return false;
+      case 'eof':
+        this.ex.end();
+        return false;
+      case 'stall':
+        if (f.ms !== undefined) this.ex.later(f.ms, () => this.step());
+        return false;
+      case 'error':
+        this.ex.write(`data: ${INJECTED_ERROR}\n\n`);
+        this.ex.end('data: [DONE]\n\n');
+        return false;
+      case 'abort':
+        this.event(finishChunk(this.s.ctx, 'abort'));
+        this.ex.end('data: [DONE]\n\n');
+        return false;
+      case 'malformed':
+        this.ex.write(MALFORMED_EVENT);
+        return true;
+      default:
+        return true;
+    }
+  }
+
+  private finish(): void {
+    const { ctx, plan, fault, includeUsage } = this.s;
+    this.event(finishChunk(ctx, plan.finish));
+    if (includeUsage) {
+      const reasoning = plan.deltas.filter((d) => d.kind === 'reasoning').length;
+      this.event(usageChunk(ctx, { prompt: plan.promptTokens, completion: plan.deltas.length, reasoning }));
+    }
+    this.ex.end(fault?.kind === 'nodone' ? undefined : 'data: [DONE]\n\n');
+  }
+}

@@ -1,0 +1,64 @@
+// Rewrites one parsed leg2 chunk so the client keeps seeing leg1's stream (reference usage.py
+// rewrite_leg2_line): leg2 is a new request, so the engine gives it a new completion id; it may land on
+// another engine kind that names the reasoning field differently; and its usage must be corrected.
+import type { Recovered } from './token-estimate';
+import { correctUsage } from './usage';
+
+export type ReasoningField = 'reasoning_content' | 'reasoning';
+
+export interface Leg2RewriteOptions {
+  /** Leg1's id; null when leg1 showed none (then ids pass unchanged). */
+  responseId: string | null;
+  /** The reasoning field name leg1 used; null when leg1 showed no reasoning (then names pass unchanged). */
+  reasoningField: ReasoningField | null;
+  recovered: Recovered;
+  multimodal: boolean;
+}
+
+const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
+const OTHER: Record<ReasoningField, ReasoningField> = { reasoning_content: 'reasoning', reasoning: 'reasoning_content' };
+
+/** Pure: returns a new chunk (copying only what changes); the input is never mutated. */
+export function rewriteLeg2Chunk(chunk: any, opts: Leg2RewriteOptions): any {
+  if (!isObject(chunk)) return chunk;
+  const out: Record<string, any> = { ...chunk };
+
+  // Reference: only a chunk that has an id gets leg1's id.
+  if (opts.responseId && out.id) out.id = opts.responseId;
+
+  if (opts.reasoningField && Array.isArray(chunk.choices)) {
+    const want = opts.reasoningField;
+    const other = OTHER[want];
+    out.choices = chunk.choices.map((choice: any) => {
+      const delta = isObject(choice) ? choice.delta : undefined;
+      if (!isObject(delta) || !(other in delta)) return choice;
+      const { [other]: value, ...rest } = delta;
+      // Both names in one delta does not happen; if it did, a non-empty target is kept (nothing lost).
+      const newDelta = rest[want] ? rest : { ...rest, [want]: value };
+      return { ...choice, delta: newDelta };
+    });
+  }
+
+  if (out.usage) out.usage = correctUsage(out.usage, opts.recovered, opts.multimodal);
+  return out;
+}
+
+const empty = (v: unknown): boolean => v == null || v === '' || (Array.isArray(v) && v.length === 0);
+
+/**
+ * A chunk that only announces the assistant role: every choice has a delta with `role` and nothing else
+ * non-empty, no finish_reason, no logprobs, and the chunk has no usage. Leg2 opens with one; the client
+ * already got leg1's, so the caller drops it. Anything carrying data is never role-only (dropping must
+ * never lose text).
+ */
+export function isRoleOnlyChunk(chunk: any): boolean {
+  if (!isObject(chunk) || !empty(chunk.usage)) return false;
+  const choices = chunk.choices;
+  if (!Array.isArray(choices) || choices.length === 0) return false;
+  return choices.every((c: any) => {
+    if (!isObject(c) || !empty(c.finish_reason) || !empty(c.logprobs)) return false;
+    const d = c.delta;
+    if (!isObject(d) || empty(d.role)) return false;
+    return Object.entries(d).every(([k, v]) => k === 'role' || empty(v));
+  });
+}

@@ -1,0 +1,95 @@
+// Token counts by character estimation, as the reference gateway's usage.py: no /v1/tokenize call (not
+// every engine supports it with messages, and a second dependency on the downstream would be a new way to
+// fail). Billing here is addition-only and accepts a small deviation.
+
+// CJK ranges of the reference (_CJK_RE): kana, CJK ext. A, CJK unified, Hangul syllables, CJK compat.
+// CJK characters encode far denser in BPE vocabularies, so they are counted with their own rate.
+const CJK = /[\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uAC00-\uD7A3\uF900-\uFAFF]/gu;
+
+/** ceil(cjk / cjkRate + other / otherRate); 0 for empty text. Characters are code points, as Python's len(). */
+export function estimateTokens(text: string, cjkCharsPerToken: number, otherCharsPerToken: number): number {
+  if (!text) return 0;
+  const cjk = text.match(CJK)?.length ?? 0;
+  let codePoints = 0;
+  for (const _ of text) codePoints++;
+  return Math.ceil(cjk / cjkCharsPerToken + (codePoints - cjk) / otherCharsPerToken);
+}
+
+const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+// Python's json.dumps(value, ensure_ascii=False) spelling (", " and ": " separators), so the tools schema
+// weighs the same number of characters as in the reference.
+function pyJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(pyJson).join(', ')}]`;
+  if (isObject(v)) return `{${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}: ${pyJson(x)}`).join(', ')}}`;
+  return JSON.stringify(v) ?? 'null';
+}
+
+// Tool-call arguments are a JSON string in OpenAI's format; anything else is counted as its JSON text
+// (the reference would fail the whole continuation on a non-string here).
+const asText = (v: unknown): string => (typeof v === 'string' ? v : v == null ? '' : pyJson(v));
+
+/**
+ * The text of one message that counts toward the prompt (reference _message_text): string content, the
+ * `text` of `type: "text"` parts (image/audio/video parts have no characters to count), and the name and
+ * arguments of its tool calls. Role markers and template tokens are ignored, as there.
+ */
+export function messageText(message: unknown): string {
+  if (!isObject(message)) return '';
+  const parts: string[] = [];
+  const content = message.content;
+  if (typeof content === 'string') parts.push(content);
+  else if (Array.isArray(content)) {
+    for (const part of content) if (isObject(part) && part.type === 'text') parts.push(asText(part.text));
+  }
+  if (Array.isArray(message.tool_calls)) {
+    for (const call of message.tool_calls) {
+      const fn = isObject(call) && isObject(call.function) ? call.function : {};
+      parts.push(asText(fn.name), asText(fn.arguments));
+    }
+  }
+  return parts.join('');
+}
+
+/** All prompt text of a request (reference _prompt_text): every message, plus the tools schema when set. */
+export function promptText(payload: any): string {
+  const messages: unknown[] = Array.isArray(payload?.messages) ? payload.messages : [];
+  const texts = messages.map(messageText);
+  const tools = payload?.tools;
+  // Python truthiness: an empty list or null adds nothing.
+  if (tools && !(Array.isArray(tools) && tools.length === 0)) texts.push(pyJson(tools));
+  return texts.join('');
+}
+
+/**
+ * True when a message carries a content part whose type is neither text nor absent (reference
+ * _has_multimodal_content). Such prompts cannot be estimated from characters, which switches the usage
+ * formula to a subtraction from leg2's real prompt_tokens, and puts vLLM requests out of scope.
+ */
+export function hasMultimodalContent(payload: any): boolean {
+  const messages: unknown[] = Array.isArray(payload?.messages) ? payload.messages : [];
+  return messages.some(
+    (m) => isObject(m) && Array.isArray(m.content) && m.content.some((p: unknown) => isObject(p) && p.type != null && p.type !== 'text'),
+  );
+}
+
+export interface Recovered {
+  promptTokens: number;
+  reasoningTokens: number;
+  contentTokens: number;
+  /** reasoning + content: what leg1 generated and the client already has. */
+  totalRecovered: number;
+}
+
+/** Reference estimate_recovered_tokens: the original prompt, and the reasoning/content delivered by leg1. */
+export function estimateRecovered(payload: any, reasoning: string, content: string, rates: { cjk: number; other: number }): Recovered {
+  const est = (t: string) => estimateTokens(t, rates.cjk, rates.other);
+  const reasoningTokens = est(reasoning);
+  const contentTokens = est(content);
+  return {
+    promptTokens: est(promptText(payload)),
+    reasoningTokens,
+    contentTokens,
+    totalRecovered: reasoningTokens + contentTokens,
+  };
+}

@@ -1,0 +1,58 @@
+// Usage correction for leg2's usage chunk (reference usage.py correct_usage). The interrupted leg1 never
+// reports usage, and leg2's own usage counts only what leg2 generated, so forwarded as is the client would
+// see a completion far too short for the text it received. Exactly two legs exist (never a third), so:
+//
+//   completion_tokens = leg2.completion_tokens + recovered.reasoning + recovered.content
+//   reasoning_tokens  = leg2.reasoning_tokens  + recovered.reasoning   (completion includes reasoning)
+//   prompt_tokens     = estimate of the ORIGINAL request's prompt      (text-only requests)
+//                     = max(0, leg2.prompt_tokens - recovered.total)   (multimodal requests)
+//   total_tokens      = prompt_tokens + completion_tokens
+//   cached_tokens     = min(leg2.cached_tokens, prompt_tokens - 1), never below 0
+//
+// Text-only: leg2's prompt also holds the recovered prefix, so it is not the client's prompt; the reference
+// uses the character estimate of the original request instead. Multimodal: images have no characters to
+// estimate (the reference saw ~12 estimated for a 60k-token image prompt), so leg2's real count is used
+// minus the estimate of the prefix it contains. cached_tokens was measured against leg2's larger prompt;
+// it is kept strictly below prompt_tokens so the bill never shows a fully cached (or over-cached) prompt.
+import type { Recovered } from './token-estimate';
+
+const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * Returns a new usage object. Unlike the reference, which rebuilds usage from five known keys, every other
+ * key leg2 reported is kept as is: the client should see the shape its engine emits (vLLM's
+ * completion_tokens_details, prompt_tokens_details: null, ...), only with corrected numbers.
+ */
+export function correctUsage(usage: any, recovered: Recovered, multimodal: boolean): any {
+  const leg2 = isObject(usage) ? usage : {};
+  const promptTokens = multimodal ? Math.max(0, num(leg2.prompt_tokens) - recovered.totalRecovered) : recovered.promptTokens;
+  const completionTokens = num(leg2.completion_tokens) + recovered.totalRecovered;
+  const out: Record<string, any> = {
+    ...leg2,
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+  };
+
+  // Reasoning count, in whichever shape the engine uses: SGLang puts it at the top level, vLLM (and
+  // OpenAI) in completion_tokens_details. With neither present, the top-level key is added, as the
+  // reference (SGLang-only) always does.
+  const details = isObject(leg2.completion_tokens_details) ? leg2.completion_tokens_details : null;
+  if (details) {
+    out.completion_tokens_details = { ...details, reasoning_tokens: num(details.reasoning_tokens) + recovered.reasoningTokens };
+  }
+  if (typeof leg2.reasoning_tokens === 'number' || !details) {
+    out.reasoning_tokens = num(leg2.reasoning_tokens) + recovered.reasoningTokens;
+  }
+
+  // Reference: only a non-empty prompt_tokens_details is touched, and only a cached_tokens that is set.
+  const promptDetails = leg2.prompt_tokens_details;
+  if (isObject(promptDetails) && Object.keys(promptDetails).length > 0) {
+    const copy = { ...promptDetails };
+    // The reference clamps to prompt_tokens - 1, which is -1 when prompt_tokens is 0; we stop at 0.
+    if (typeof copy.cached_tokens === 'number') copy.cached_tokens = Math.max(0, Math.min(copy.cached_tokens, promptTokens - 1));
+    out.prompt_tokens_details = copy;
+  }
+  return out;
+}

@@ -1,0 +1,56 @@
+// Which headers travel from the client to an upstream leg, and from the upstream back to the client.
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'trailers',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+  // The leg body may differ from the client's (leg2 is rebuilt), so the length is recomputed.
+  'content-length',
+  'expect',
+]);
+
+/** Client request headers -> leg request headers. Pseudo-headers and Envoy-internal ones stay behind. */
+export function legRequestHeaders(client: Record<string, string>, requestId: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(client)) {
+    if (k.startsWith(':') || HOP_BY_HOP.has(k) || k.startsWith('x-envoy-') || k === 'x-request-id') continue;
+    out[k] = v;
+  }
+  if (requestId) out['x-request-id'] = requestId;
+  out['content-type'] = client['content-type']?.includes('json') ? client['content-type'] : 'application/json';
+  return out;
+}
+
+/** The header our egress route adds with Envoy's %RESPONSE_FLAGS% (see envoy/README.md). */
+export const UPSTREAM_FLAGS_HEADER = 'x-gateway-upstream-flags';
+
+/** Leg response headers -> client response headers. */
+export function clientResponseHeaders(upstream: Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(upstream)) {
+    const key = k.toLowerCase();
+    if (v === undefined || HOP_BY_HOP.has(key) || key === UPSTREAM_FLAGS_HEADER || key.startsWith(':')) continue;
+    if (key === 'date' || key === 'server') continue; // Envoy sets its own
+    out[key] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return out;
+}
+
+/**
+ * True when the status came from Envoy itself because no router-tier host could be reached (after its
+ * before-headers retries), as opposed to a 503 that the router sent. Flags: UF upstream connection failure,
+ * URX retry limit exceeded, UH no healthy upstream, UO overflow (circuit breaker), NC no cluster.
+ */
+export function isRouterTierUnreachable(upstream: Record<string, string | string[] | undefined>): boolean {
+  const raw = upstream[UPSTREAM_FLAGS_HEADER];
+  const flags = (Array.isArray(raw) ? raw.join(',') : raw ?? '').split(/[,\s]+/);
+  return flags.some((f) => ['UF', 'URX', 'UH', 'UO', 'NC'].includes(f));
+}

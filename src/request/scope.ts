@@ -1,0 +1,78 @@
+// Decides from the raw request body whether a chat request gets continuation coverage (reference
+// server.py should_intervene). Out of scope means: forwarded untouched, exactly as without the gateway.
+// When in doubt, out of scope: a wrong "no" costs one unrecovered crash, a wrong "yes" can break a stream.
+import { z } from 'zod';
+import { hasMultimodalContent } from '../recovery/token-estimate';
+
+export type ScopeSkipReason =
+  | 'not-json'
+  | 'not-chat-request'
+  | 'not-streaming'
+  | 'client-continue-final-message'
+  | 'structured-output'
+  | 'body-too-large'
+  | 'vllm-multimodal'
+  | 'continuation-model-unset';
+
+export type ScopeDecision =
+  | { inScope: true; payload: any; multimodal: boolean; bodyBytes: number }
+  | { inScope: false; reason: ScopeSkipReason; detail?: string };
+
+// Validation only: the result is discarded and the parsed payload is what we keep, so nothing the client
+// sent can be stripped. Loose objects accept every unknown key.
+const ChatRequest = z.looseObject({
+  messages: z.array(z.looseObject({ role: z.string().min(1) })).min(1),
+});
+
+// Constrained decoding. The reference checks response_format json_object/json_schema only; we also treat
+// structural_tag and the engines' own constraint fields as structured output, since neither engine can
+// resume a constrained document part-way (DESIGN: "Neither engine can continue a JSON document ... part-way").
+const STRUCTURED_FORMATS = new Set(['json_object', 'json_schema', 'structural_tag']);
+const CONSTRAINT_FIELDS = [
+  'guided_json', 'guided_regex', 'guided_choice', 'guided_grammar', 'structured_outputs', // vLLM
+  'regex', 'ebnf', 'json_schema', 'structural_tag', // SGLang
+];
+
+const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+const skip = (reason: ScopeSkipReason, detail?: string): ScopeDecision => (detail === undefined ? { inScope: false, reason } : { inScope: false, reason, detail });
+
+export function decideScope(
+  raw: Buffer,
+  cfg: { continuationModel: string | undefined; engine: 'sglang' | 'vllm'; maxContinuationBodyBytes: number },
+): ScopeDecision {
+  // Invalid JSON (or invalid UTF-8, or a BOM, which Python's json.loads also rejects): the engine answers
+  // the client's mistake, never us.
+  let payload: any;
+  try {
+    payload = JSON.parse(decoder.decode(raw));
+  } catch (e) {
+    return skip('not-json', (e as Error).message);
+  }
+  const shape = ChatRequest.safeParse(payload);
+  if (!shape.success) return skip('not-chat-request', shape.error.issues[0]?.message);
+
+  // The reference's order from here on (315b01d-era should_intervene), then the vLLM multimodal rule.
+  // `stream` must be the boolean true: the reference tests truthiness, but a "false" string that an
+  // engine coerces would give a non-streamed answer to a gateway expecting SSE.
+  if (payload.stream !== true) return skip('not-streaming');
+  // The client's own continuation is not stacked on: its prefix format is unknown, and the usage formula
+  // assumes exactly two legs.
+  if (payload.continue_final_message) return skip('client-continue-final-message');
+  if (!cfg.continuationModel || cfg.continuationModel.trim() === '') return skip('continuation-model-unset');
+  const rf = payload.response_format;
+  if (rf !== null && typeof rf === 'object' && STRUCTURED_FORMATS.has(rf.type)) return skip('structured-output', `response_format.type=${rf.type}`);
+  const constraint = CONSTRAINT_FIELDS.find((f) => payload[f] != null);
+  if (constraint) return skip('structured-output', constraint);
+  // The parsed payload is held for the whole stream and re-sent in leg2: large (typically image) bodies
+  // are not worth it.
+  if (raw.length > cfg.maxContinuationBodyBytes) return skip('body-too-large', `${raw.length} bytes`);
+
+  const multimodal = hasMultimodalContent(payload);
+  // Listed as out of scope in the reference README for CONTINUATION_ENGINE=vllm (its code for this rule
+  // was not available to us; the README gives no reason beyond vLLM rendering the continued message
+  // through each model's own template).
+  if (cfg.engine === 'vllm' && multimodal) return skip('vllm-multimodal');
+
+  return { inScope: true, payload, multimodal, bodyBytes: raw.length };
+}

@@ -1,0 +1,109 @@
+// Incremental Server-Sent Events parser working on bytes.
+//
+// Why bytes and whole events: the relay forwards an upstream event only once it is complete, as the exact
+// bytes the engine wrote. A leg that dies in the middle of an event therefore never delivers half an event
+// (the client's SSE parser would otherwise glue it to the next leg's first line), and UTF-8 sequences split
+// across TCP chunks are decoded only when their line is complete.
+//
+// Follows the WHATWG event-stream rules that matter here: lines end with CRLF, LF or CR; an empty line ends
+// an event; lines starting with ':' are comments; `data:` lines are joined with '\n'; one leading space after
+// the colon is dropped.
+
+export interface SseEvent {
+  /** The exact bytes of the event, blank line included. Concatenating every raw reproduces the input. */
+  readonly raw: Buffer;
+  /** Joined data lines, or null when the event had no data line (comment-only keep-alives, say). */
+  readonly data: string | null;
+  readonly event?: string;
+}
+
+const LF = 0x0a;
+const CR = 0x0d;
+
+export class SseParser {
+  private dataLines: string[] = [];
+  private eventName: string | undefined;
+  private sawField = false;
+  /** Offset in buf where the current (incomplete) event starts, and where scanning resumes. */
+  private eventStart = 0;
+  private scanFrom = 0;
+  private buf: Buffer = Buffer.alloc(0);
+
+  /** Bytes received but not yet part of a complete event. */
+  get bufferedBytes(): number {
+    return this.buf.length - this.eventStart;
+  }
+
+  /** Feeds a chunk; returns the events it completed, in order. */
+  push(chunk: Buffer): SseEvent[] {
+    this.buf = this.buf.length === this.eventStart ? chunk : Buffer.concat([this.buf.subarray(this.eventStart), chunk]);
+    this.scanFrom -= this.eventStart;
+    this.eventStart = 0;
+    const events: SseEvent[] = [];
+    const buf = this.buf;
+    let lineStart = this.scanFrom;
+    let i = this.scanFrom;
+    while (i < buf.length) {
+      const b = buf[i];
+      if (b !== LF && b !== CR) {
+        i++;
+        continue;
+      }
+      let next = i + 1;
+      if (b === CR) {
+        // A CR at the very end may be the first half of a CRLF: wait for the next byte to decide.
+        if (next === buf.length) break;
+        if (buf[next] === LF) next++;
+      }
+      const ended = this.onLine(buf, lineStart, i);
+      if (ended) {
+        events.push(this.finishEvent(buf.subarray(this.eventStart, next)));
+        this.eventStart = next;
+      }
+      lineStart = next;
+      i = next;
+    }
+    this.scanFrom = lineStart;
+    return events;
+  }
+
+  /** Returns whatever incomplete event bytes are buffered (for diagnostics) and resets the parser. */
+  reset(): Buffer {
+    const rest = this.buf.subarray(this.eventStart);
+    this.buf = Buffer.alloc(0);
+    this.eventStart = 0;
+    this.scanFrom = 0;
+    this.dataLines = [];
+    this.eventName = undefined;
+    this.sawField = false;
+    return rest;
+  }
+
+  /** Handles one line [start, end); returns true when it is the blank line that ends an event. */
+  private onLine(buf: Buffer, start: number, end: number): boolean {
+    // Stray blank lines before any field dispatch nothing; their bytes ride along with the next event.
+    if (start === end) return this.sawField;
+    this.sawField = true;
+    if (buf[start] === 0x3a /* ':' */) return false;
+    const line = buf.toString('utf8', start, end);
+    const colon = line.indexOf(':');
+    const field = colon === -1 ? line : line.slice(0, colon);
+    let value = colon === -1 ? '' : line.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (field === 'data') this.dataLines.push(value);
+    else if (field === 'event') this.eventName = value;
+    return false;
+  }
+
+  private finishEvent(raw: Buffer): SseEvent {
+    const ev: SseEvent = {
+      raw,
+      data: this.dataLines.length ? this.dataLines.join('\n') : null,
+      ...(this.eventName !== undefined ? { event: this.eventName } : {}),
+    };
+    this.dataLines = [];
+    this.eventName = undefined;
+    this.sawField = false;
+    return ev;
+  }
+}

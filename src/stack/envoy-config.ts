@@ -1,0 +1,514 @@
+// Envoy bootstrap generator for the continuation gateway.
+//
+// The bootstrap is a plain object written as JSON (Envoy reads JSON bootstraps as YAML's subset). Every
+// setting that is not Envoy's default, or whose default we rely on, carries a comment saying WHY. The
+// checked-in example envoy/envoy.demo.json is this function's output for DEMO_ENVOY_OPTIONS; a unit test
+// fails when the two drift apart (regenerate with `node dist/src/stack/envoy-config.js`).
+//
+// Layout (see envoy/README.md):
+//   front listener    (listenPort)               clients -> ext_proc filter -> router tier
+//   egress listener   (127.0.0.1:egressPort)     sidecar legs -> router tier (no ext_proc: no loop)
+//   continuation egress (127.0.0.1:continuationEgressPort, optional) sidecar leg2 -> continuation tier
+//   clusters: router_tier, continuation_tier (optional), ext_proc (the sidecar, gRPC over HTTP/2)
+//   admin             (127.0.0.1:adminPort)
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as path from 'node:path';
+
+export interface UpstreamHost {
+  host: string;
+  port: number;
+}
+
+export interface EnvoyConfigOptions {
+  /** Port of the client-facing (front) listener. */
+  listenPort: number;
+  /** Admin interface port, always bound to 127.0.0.1. */
+  adminPort: number;
+  /** Port of the egress listener (127.0.0.1 only) through which the sidecar fetches its legs. */
+  egressPort: number;
+  /** Optional second egress listener (127.0.0.1 only) that routes to `continuationTier`. */
+  continuationEgressPort?: number;
+  /** Where the sidecar's ext_proc gRPC server listens. */
+  extProcHost: string;
+  extProcPort: number;
+  /** The router tier (one or more replicas); hostnames are resolved with STRICT_DNS (IPv4). */
+  routerTier: UpstreamHost[];
+  /** A separate router for leg2 (only used together with continuationEgressPort). */
+  continuationTier?: UpstreamHost[];
+  /** The sidecar's idle timer for a leg (STALL_IDLE_TIMEOUT_SECONDS). */
+  stallTimeoutSeconds: number;
+  /** The longest a client stream may stay silent while the sidecar waits out stalls (MAX_STALL_SECONDS). */
+  maxStallSeconds: number;
+  /**
+   * The sidecar's own timeout for a leg's response headers. It is NOT implemented in Envoy (a route `timeout`
+   * would also kill streams that are already flowing); it only widens the idle budgets below, because the
+   * client can stay silent for a stall plus the next leg's time to first byte.
+   */
+  upstreamHeadersTimeoutSeconds?: number;
+  /** connect_timeout of the router-tier clusters (default 5 s). */
+  routerConnectTimeoutSeconds?: number;
+  /** Address of the front listener (default 127.0.0.1; use 0.0.0.0 in a pod). */
+  listenAddress?: string;
+  /** Extra seconds added on top of the stall budget for Envoy's idle timers (default 60). */
+  idleMarginSeconds?: number;
+}
+
+/** The options the checked-in example envoy/envoy.demo.json is rendered from (documented in envoy/README.md). */
+export const DEMO_ENVOY_OPTIONS: EnvoyConfigOptions = Object.freeze({
+  listenPort: 8080,
+  adminPort: 9901,
+  egressPort: 10001,
+  extProcHost: '127.0.0.1',
+  extProcPort: 50051,
+  routerTier: [{ host: '127.0.0.1', port: 8000 }],
+  stallTimeoutSeconds: 20,
+  maxStallSeconds: 300,
+}) as EnvoyConfigOptions;
+
+/** DEMO_ENVOY_OPTIONS plus a separate continuation router (rendered into envoy/envoy.demo-continuation.json). */
+export const DEMO_CONTINUATION_ENVOY_OPTIONS: EnvoyConfigOptions = Object.freeze({
+  ...DEMO_ENVOY_OPTIONS,
+  continuationEgressPort: 10002,
+  continuationTier: [{ host: '127.0.0.1', port: 8001 }],
+}) as EnvoyConfigOptions;
+
+export const ROUTER_CLUSTER = 'router_tier';
+export const CONTINUATION_CLUSTER = 'continuation_tier';
+export const EXT_PROC_CLUSTER = 'ext_proc';
+/** Response header the egress listeners add: Envoy's %RESPONSE_FLAGS% for the leg ("-" when none). */
+export const UPSTREAM_FLAGS_HEADER = 'x-gateway-upstream-flags';
+export const CHAT_PATH = '/v1/chat/completions';
+
+const T = {
+  hcm: 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
+  extProc: 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
+  extProcPerRoute: 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute',
+  router: 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router',
+  httpOptions: 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
+  stdoutLog: 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
+  previousHosts: 'type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate',
+  reqWithoutQuery: 'type.googleapis.com/envoy.extensions.formatter.req_without_query.v3.ReqWithoutQuery',
+  downstreamConnections: 'type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig',
+} as const;
+
+const HTTP_OPTIONS_KEY = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
+
+const secs = (n: number): string => {
+  if (!Number.isFinite(n) || n < 0) throw new Error(`invalid duration: ${n}`);
+  // Envoy durations are strings like "12s" / "0.5s"; keep millisecond precision.
+  return `${Math.round(n * 1000) / 1000}s`;
+};
+
+function checkPort(name: string, p: number | undefined): void {
+  if (p === undefined || !Number.isInteger(p) || p <= 0 || p > 65535) {
+    throw new Error(`renderEnvoyConfig: ${name} must be a TCP port (1-65535), got ${String(p)}`);
+  }
+}
+
+function checkTier(name: string, tier: UpstreamHost[] | undefined): asserts tier is UpstreamHost[] {
+  if (!Array.isArray(tier) || tier.length === 0) {
+    throw new Error(`renderEnvoyConfig: ${name} needs at least one {host, port}`);
+  }
+  tier.forEach((h, i) => {
+    if (typeof h.host !== 'string' || h.host.trim() === '') throw new Error(`renderEnvoyConfig: ${name}[${i}].host is empty`);
+    checkPort(`${name}[${i}].port`, h.port);
+  });
+}
+
+/**
+ * Access log line: no header values and no bodies (prompts and answers never reach a log), only what tells a
+ * failure apart: which listener/route, status, %RESPONSE_FLAGS% (UF, URX, UH, UC, DC, ...), code details,
+ * upstream host, attempts, timing and byte counts. The path is logged without its query string.
+ */
+function accessLog(listener: string): object[] {
+  return [
+    {
+      name: 'envoy.access_loggers.stdout',
+      typed_config: {
+        '@type': T.stdoutLog,
+        log_format: {
+          text_format_source: {
+            inline_string:
+              `[%START_TIME%] ${listener} %REQ(:METHOD)% %REQ_WITHOUT_QUERY(:PATH)% %PROTOCOL% ` +
+              'code=%RESPONSE_CODE% flags=%RESPONSE_FLAGS% details=%RESPONSE_CODE_DETAILS% ' +
+              'route=%ROUTE_NAME% upstream=%UPSTREAM_HOST% attempts=%UPSTREAM_REQUEST_ATTEMPT_COUNT% ' +
+              'ttfb_ms=%RESPONSE_DURATION% dur_ms=%DURATION% rx=%BYTES_RECEIVED% tx=%BYTES_SENT%\n',
+          },
+          // %REQ_WITHOUT_QUERY% is an extension formatter: it keeps API keys passed as ?key= out of logs.
+          formatters: [{ name: 'envoy.formatter.req_without_query', typed_config: { '@type': T.reqWithoutQuery } }],
+        },
+      },
+    },
+  ];
+}
+
+function socketAddress(address: string, port: number): object {
+  return { socket_address: { address, port_value: port } };
+}
+
+function isIp(host: string): boolean {
+  return net.isIP(host) !== 0;
+}
+
+/** A cluster for one router tier (the "router_tier" or the "continuation_tier"). */
+function routerCluster(name: string, tier: UpstreamHost[], connectTimeoutSeconds: number): object {
+  const allIps = tier.every((h) => isIp(h.host));
+  return {
+    name,
+    // STATIC when every replica is an IP literal; STRICT_DNS otherwise so that Kubernetes Service names and
+    // docker-compose hostnames work, re-resolved periodically (each A record becomes one host).
+    type: allIps ? 'STATIC' : 'STRICT_DNS',
+    // IPv4 only: the default (AUTO, i.e. v6 first) picks ::1 for "localhost" and many pods have no IPv6.
+    ...(allIps ? {} : { dns_lookup_family: 'V4_ONLY' }),
+    // A dead router replica must fail fast so that the before-headers retry can try the next one.
+    connect_timeout: secs(connectTimeoutSeconds),
+    lb_policy: 'ROUND_ROBIN',
+    // The router tier speaks HTTP/1.1 (OpenAI-compatible servers, SGLang/vLLM routers). Explicit so that a
+    // change of Envoy's default cannot switch legs to HTTP/2.
+    typed_extension_protocol_options: {
+      [HTTP_OPTIONS_KEY]: {
+        '@type': T.httpOptions,
+        explicit_http_config: { http_protocol_options: {} },
+      },
+    },
+    // Envoy's defaults (1024 connections / pending / requests) would cap the gateway at ~1k concurrent streams:
+    // every client stream holds one upstream HTTP/1.1 connection for its whole life. max_retries bounds how
+    // many before-headers retries may be in flight at once across all streams (a retry storm guard).
+    circuit_breakers: {
+      thresholds: [
+        { priority: 'DEFAULT', max_connections: 10000, max_pending_requests: 10000, max_requests: 10000, max_retries: 3 },
+      ],
+    },
+    // Passive health: a replica that keeps answering 5xx (or refusing connections, which counts as a gateway
+    // failure) is ejected for a while. enforcing_consecutive_gateway_failure defaults to 0 (count only), so it
+    // is set to 100 to actually eject. max_ejection_percent 50 keeps half the tier in rotation; with a single
+    // replica the default healthy_panic_threshold (50 %) makes Envoy keep routing to it even when ejected,
+    // which is what we want: the sidecar, not Envoy, decides when to give up.
+    outlier_detection: {
+      consecutive_5xx: 5,
+      consecutive_gateway_failure: 3,
+      enforcing_consecutive_gateway_failure: 100,
+      interval: '5s',
+      base_ejection_time: '15s',
+      max_ejection_percent: 50,
+    },
+    load_assignment: {
+      cluster_name: name,
+      endpoints: [
+        {
+          lb_endpoints: tier.map((h) => ({ endpoint: { address: socketAddress(h.host, h.port) } })),
+        },
+      ],
+    },
+  };
+}
+
+/** The ext_proc cluster: the sidecar's gRPC server. */
+function extProcCluster(o: EnvoyConfigOptions): object {
+  const allIp = isIp(o.extProcHost);
+  return {
+    name: EXT_PROC_CLUSTER,
+    type: allIp ? 'STATIC' : 'STRICT_DNS',
+    ...(allIp ? {} : { dns_lookup_family: 'V4_ONLY' }),
+    connect_timeout: '1s',
+    // gRPC needs HTTP/2 to the sidecar.
+    typed_extension_protocol_options: {
+      [HTTP_OPTIONS_KEY]: {
+        '@type': T.httpOptions,
+        explicit_http_config: { http2_protocol_options: {} },
+      },
+    },
+    // THE fail-open mechanism (docs/envoy.md (d)). In FULL_DUPLEX_STREAMED, failure_mode_allow is refused once
+    // the body was handed to the gRPC stream, so a connect error that arrives asynchronously gives the client
+    // a 500. With active health checking and a panic threshold of 0, a dead sidecar's host is marked unhealthy,
+    // opening the gRPC stream fails synchronously ("no healthy upstream") before any body is sent, and
+    // failure_mode_allow lets Envoy proxy natively. Panic threshold 0: never route to an unhealthy sidecar
+    // "because all hosts are unhealthy" (the default 50 % would do exactly that with a single host).
+    common_lb_config: { healthy_panic_threshold: { value: 0 } },
+    health_checks: [
+      {
+        timeout: '1s',
+        // 1 s and thresholds of 1: the window in which a dead sidecar still costs chat requests a 500 is at
+        // most ~1 s, and a restarted sidecar is used again after one successful check.
+        interval: '1s',
+        unhealthy_threshold: 1,
+        healthy_threshold: 1,
+        // The default no_traffic_interval is 60 s: before the first request Envoy would check only once a
+        // minute, so a sidecar that starts after Envoy would be bypassed for up to a minute.
+        no_traffic_interval: '1s',
+        // TODO(sidecar grpc.health.v1): switch to `grpc_health_check: {}` once the sidecar serves the gRPC
+        // health service; a TCP check only proves that the port accepts connections.
+        tcp_health_check: {},
+      },
+    ],
+    // Every client chat stream is one gRPC stream to the sidecar; Envoy's default of 1024 concurrent requests
+    // would turn stream 1025 into an ext_proc failure.
+    circuit_breakers: {
+      thresholds: [
+        { priority: 'DEFAULT', max_connections: 10000, max_pending_requests: 10000, max_requests: 10000, max_retries: 3 },
+      ],
+    },
+    load_assignment: {
+      cluster_name: EXT_PROC_CLUSTER,
+      endpoints: [{ lb_endpoints: [{ endpoint: { address: socketAddress(o.extProcHost, o.extProcPort) } }] }],
+    },
+  };
+}
+
+/** The client-facing listener. */
+function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
+  return {
+    name: 'front',
+    address: socketAddress(o.listenAddress ?? '127.0.0.1', o.listenPort),
+    filter_chains: [
+      {
+        filters: [
+          {
+            name: 'envoy.filters.network.http_connection_manager',
+            typed_config: {
+              '@type': T.hcm,
+              stat_prefix: 'front',
+              // A chat stream can be silent for a whole stall budget while the sidecar waits out a stall and
+              // fetches leg2; Envoy's default 5 min idle timer, or a shorter one, would cut it first.
+              stream_idle_timeout: idleTimeout,
+              // Whole-request timer (0 = off): an LLM answer has no upper bound on duration.
+              request_timeout: '0s',
+              access_log: accessLog('front'),
+              route_config: {
+                name: 'front',
+                virtual_hosts: [
+                  {
+                    name: 'all',
+                    domains: ['*'],
+                    routes: [
+                      {
+                        // In-scope candidates: the sidecar sees these. `path` matches without the query
+                        // string. The sidecar answers out-of-scope ones (non-streaming, other methods) with
+                        // CONTINUE and Envoy proxies them natively through this route.
+                        name: 'chat',
+                        match: { path: CHAT_PATH },
+                        route: {
+                          cluster: ROUTER_CLUSTER,
+                          // The default route timeout is 15 s and would kill streams (CONTINUE path).
+                          timeout: '0s',
+                          // Route idle_timeout overrides the HCM's stream_idle_timeout: same budget.
+                          idle_timeout: idleTimeout,
+                        },
+                      },
+                      {
+                        // Everything else (/v1/models, /health, /v1/completions, ...): plain proxying. The
+                        // ext_proc filter is disabled per route, so no gRPC stream is opened at all and these
+                        // paths work even while the sidecar is down.
+                        name: 'passthrough',
+                        match: { prefix: '/' },
+                        route: { cluster: ROUTER_CLUSTER, timeout: '0s', idle_timeout: idleTimeout },
+                        typed_per_filter_config: {
+                          'envoy.filters.http.ext_proc': { '@type': T.extProcPerRoute, disabled: true },
+                        },
+                      },
+                    ],
+                  },
+                ],
+              },
+              http_filters: [
+                {
+                  name: 'envoy.filters.http.ext_proc',
+                  typed_config: {
+                    '@type': T.extProc,
+                    grpc_service: { envoy_grpc: { cluster_name: EXT_PROC_CLUSTER } },
+                    // Sidecar unreachable at request start => proxy natively (together with the health check
+                    // on the ext_proc cluster, see there): the gateway is never worse than no gateway.
+                    failure_mode_allow: true,
+                    // Not applied while the headers answer is pending in FULL_DUPLEX_STREAMED (docs/envoy.md
+                    // (a)), so the sidecar may wait for leg1's first bytes; it bounds the per-chunk answers of
+                    // the CONTINUE + echo path.
+                    message_timeout: '30s',
+                    processing_mode: {
+                      // The sidecar decides scope from the headers and the whole JSON body ...
+                      request_header_mode: 'SEND',
+                      // ... and originates in-scope responses itself (StreamedImmediateResponse), so the
+                      // upstream response is never filtered.
+                      response_header_mode: 'SKIP',
+                      // FULL_DUPLEX_STREAMED: Envoy sends the body without waiting for the headers answer
+                      // (required by StreamedImmediateResponse; BUFFERED would 413 large bodies).
+                      request_body_mode: 'FULL_DUPLEX_STREAMED',
+                      response_body_mode: 'NONE',
+                      // Trailers end the request stream in FULL_DUPLEX mode when the client sends them.
+                      request_trailer_mode: 'SEND',
+                      response_trailer_mode: 'SKIP',
+                    },
+                  },
+                },
+                { name: 'envoy.filters.http.router', typed_config: { '@type': T.router } },
+              ],
+            },
+          },
+        ],
+      },
+    ],
+  };
+}
+
+/** An egress listener: the sidecar's legs go through it to a router-tier cluster. */
+function egressListener(name: string, port: number, cluster: string, idleTimeout: string): object {
+  return {
+    name,
+    // Loopback only: this listener has no ext_proc filter and trusts its caller (the sidecar).
+    address: socketAddress('127.0.0.1', port),
+    filter_chains: [
+      {
+        filters: [
+          {
+            name: 'envoy.filters.network.http_connection_manager',
+            typed_config: {
+              '@type': T.hcm,
+              stat_prefix: name,
+              // The sidecar owns stall detection (its idle timer is stallTimeoutSeconds); Envoy must never cut a
+              // leg first, so Envoy's idle timers sit above the whole stall budget.
+              stream_idle_timeout: idleTimeout,
+              request_timeout: '0s',
+              access_log: accessLog(name),
+              route_config: {
+                name,
+                virtual_hosts: [
+                  {
+                    name: 'all',
+                    domains: ['*'],
+                    routes: [
+                      {
+                        name,
+                        match: { prefix: '/' },
+                        route: {
+                          cluster,
+                          // No route timeout (default 15 s kills streams). The upstream-headers timeout is the
+                          // sidecar's: a route timeout would also cut legs that are already streaming.
+                          timeout: '0s',
+                          idle_timeout: idleTimeout,
+                          // Retries only where nothing can have been generated yet: the connection failed, the
+                          // stream was refused, or it was reset before the request was sent. Never on 5xx or
+                          // on resets after headers (the sidecar's continuation handles those). No
+                          // per_try_idle_timeout / per_try_timeout / max_stream_duration: they would cut
+                          // long or slow streams.
+                          retry_policy: {
+                            retry_on: 'connect-failure,refused-stream,reset-before-request',
+                            num_retries: 2,
+                            // Send the retry to another replica than the one that just failed.
+                            retry_host_predicate: [
+                              { name: 'envoy.retry_host_predicates.previous_hosts', typed_config: { '@type': T.previousHosts } },
+                            ],
+                            host_selection_retry_max_attempts: 3,
+                          },
+                        },
+                        // Lets the sidecar tell Envoy's own reply ("router tier unreachable": flags such as UF,
+                        // URX, UH, UO) from the router's own 5xx ("-"). OVERWRITE so an upstream cannot forge it.
+                        // Verified on Envoy 1.40: route response_headers_to_add also applies to the router's
+                        // local replies (e.g. 503 UF,URX), see docs/envoy.md.
+                        response_headers_to_add: [
+                          {
+                            header: { key: UPSTREAM_FLAGS_HEADER, value: '%RESPONSE_FLAGS%' },
+                            append_action: 'OVERWRITE_IF_EXISTS_OR_ADD',
+                          },
+                        ],
+                      },
+                    ],
+                  },
+                ],
+              },
+              http_filters: [{ name: 'envoy.filters.http.router', typed_config: { '@type': T.router } }],
+            },
+          },
+        ],
+      },
+    ],
+  };
+}
+
+/** Renders the Envoy bootstrap for the gateway as a plain object (write it as JSON). */
+export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
+  checkPort('listenPort', o.listenPort);
+  checkPort('adminPort', o.adminPort);
+  checkPort('egressPort', o.egressPort);
+  checkPort('extProcPort', o.extProcPort);
+  if (typeof o.extProcHost !== 'string' || o.extProcHost === '') throw new Error('renderEnvoyConfig: extProcHost is empty');
+  checkTier('routerTier', o.routerTier);
+  const withContinuation = o.continuationEgressPort !== undefined || o.continuationTier !== undefined;
+  if (withContinuation) {
+    checkPort('continuationEgressPort', o.continuationEgressPort);
+    checkTier('continuationTier', o.continuationTier);
+  }
+  const ports = [o.listenPort, o.adminPort, o.egressPort, o.continuationEgressPort].filter((p) => p !== undefined);
+  if (new Set(ports).size !== ports.length) throw new Error(`renderEnvoyConfig: ports must be distinct: ${ports.join(', ')}`);
+  for (const [k, v] of [
+    ['stallTimeoutSeconds', o.stallTimeoutSeconds],
+    ['maxStallSeconds', o.maxStallSeconds],
+  ] as const) {
+    if (!Number.isFinite(v) || v <= 0) throw new Error(`renderEnvoyConfig: ${k} must be a positive number, got ${v}`);
+  }
+
+  // Idle budget for every Envoy idle timer on a streaming path: the longest silence the sidecar may hold a
+  // stream in (the stall budget, at least one stall timer), plus the next leg's time to its first byte, plus a
+  // margin. Envoy's timers must be strictly above it so that only the sidecar ever decides a stall.
+  const stallBudget = Math.max(o.maxStallSeconds, o.stallTimeoutSeconds);
+  const idleSeconds = stallBudget + (o.upstreamHeadersTimeoutSeconds ?? 0) + (o.idleMarginSeconds ?? 60);
+  const idleTimeout = secs(idleSeconds);
+
+  const listeners: object[] = [frontListener(o, idleTimeout), egressListener('egress', o.egressPort, ROUTER_CLUSTER, idleTimeout)];
+  const clusters: object[] = [routerCluster(ROUTER_CLUSTER, o.routerTier, o.routerConnectTimeoutSeconds ?? 5)];
+  if (withContinuation) {
+    listeners.push(
+      egressListener('continuation_egress', o.continuationEgressPort as number, CONTINUATION_CLUSTER, idleTimeout),
+    );
+    clusters.push(routerCluster(CONTINUATION_CLUSTER, o.continuationTier as UpstreamHost[], o.routerConnectTimeoutSeconds ?? 5));
+  }
+  clusters.push(extProcCluster(o));
+
+  return {
+    node: { id: 'continuation-gateway', cluster: 'continuation-gateway' },
+    // Admin on loopback only: it can stop Envoy and dump config.
+    admin: { address: socketAddress('127.0.0.1', o.adminPort) },
+    static_resources: { listeners, clusters },
+    // A global cap on downstream connections protects the process from running out of file descriptors (and
+    // silences Envoy's startup warning about the missing limit). Generous: each client stream is one
+    // connection at most, plus one upstream connection per leg.
+    overload_manager: {
+      resource_monitors: [
+        {
+          name: 'envoy.resource_monitors.global_downstream_max_connections',
+          typed_config: { '@type': T.downstreamConnections, max_active_downstream_connections: 50000 },
+        },
+      ],
+    },
+  };
+}
+
+/** Writes the bootstrap as pretty-printed JSON (with a trailing newline). */
+export function writeEnvoyConfig(o: EnvoyConfigOptions, file: string): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, renderEnvoyConfigJson(o));
+}
+
+/** The exact text writeEnvoyConfig writes. */
+export function renderEnvoyConfigJson(o: EnvoyConfigOptions): string {
+  return `${JSON.stringify(renderEnvoyConfig(o), null, 2)}\n`;
+}
+
+/** The checked-in examples: file name under envoy/ -> options. */
+export const DEMO_CONFIG_FILES: ReadonlyArray<readonly [string, EnvoyConfigOptions]> = [
+  ['envoy.demo.json', DEMO_ENVOY_OPTIONS],
+  ['envoy.demo-continuation.json', DEMO_CONTINUATION_ENVOY_OPTIONS],
+];
+
+/** Repository root (dist/src/stack -> ../../..). */
+export function repoRoot(): string {
+  return path.resolve(__dirname, '..', '..', '..');
+}
+
+// `node dist/src/stack/envoy-config.js` re-renders the checked-in examples.
+if (require.main === module) {
+  for (const [name, opts] of DEMO_CONFIG_FILES) {
+    const file = path.join(repoRoot(), 'envoy', name);
+    writeEnvoyConfig(opts, file);
+    process.stdout.write(`${file}\n`);
+  }
+}

@@ -1,0 +1,430 @@
+// The per-request state machine for an in-scope streaming chat completion whose response the sidecar
+// originates. Phases: prefill (nothing delivered; a failed attempt is re-run whole) -> decode (the first
+// delta was delivered: committed) -> done | interrupted. After the commit point a failure is answered with
+// ONE continuation leg built from the delivered text, or with the interruption event.
+//
+// Every upstream leg is fenced when superseded: its request is aborted (the replica frees the slot) and no
+// byte it still sends reaches the client.
+import type { ClientStream } from '../extproc/client-stream';
+import { clientResponseHeaders, isRouterTierUnreachable, legRequestHeaders } from '../request/forward-headers';
+import { planContinuationRequest } from '../recovery/continuation-request';
+import { interruptionEvent, DONE_EVENT } from '../recovery/interruption';
+import { decideOnSilence, decidePostCommit, decidePreCommit, type FailureKind } from '../recovery/planner';
+import { classifyCase, familyFor } from '../recovery/prefix-builders';
+import { estimateTokens, type Recovered } from '../recovery/token-estimate';
+import { StreamTracker } from '../sse/tracker';
+import { LegOpenError, type LegResponse } from '../upstream/client';
+import { LegReader } from '../upstream/leg-reader';
+import type { Logger } from '../obs/logger';
+import type { GatewayContext } from './context';
+import { Delivery } from './delivery';
+import { relayLeg2 } from './leg2-relay';
+import { relayVerbatim } from './verbatim';
+
+export interface InScopeRequest {
+  path: string;
+  clientHeaders: Record<string, string>;
+  rawBody: Buffer;
+  payload: any;
+  multimodal: boolean;
+}
+
+export type Phase = 'prefill' | 'decode' | 'done' | 'interrupted';
+
+/** How one leg ended, from the state machine's point of view. */
+export type LegOutcome =
+  | { type: 'finished' } // finish_reason seen and the stream ended
+  | { type: 'failed'; failure: FailureKind; detail?: string; failingEvent?: Buffer }
+  | { type: 'responded' } // a non-streaming answer (error status) was passed through
+  | { type: 'gone' }; // the client left
+
+export class OriginatedResponse {
+  phase: Phase = 'prefill';
+  attempt = 0;
+  legs = 0;
+  tracker = new StreamTracker();
+  /** Whether the current attempt produced 200 event-stream headers (held until the commit point). */
+  private attemptHadHeaders = false;
+  readonly delivery: Delivery;
+  private readonly log: Logger;
+  private readonly requestId: string | undefined;
+  private readonly started = Date.now();
+  private firstDeltaAt: number | null = null;
+  private abort: AbortController | null = null;
+  private gone = false;
+  private upstreamStatus: number | null = null;
+  private outcome = 'in-progress';
+  private reason: string | undefined;
+  private recovered: Recovered | null = null;
+
+  constructor(private readonly ctx: GatewayContext, client: ClientStream, private readonly req: InScopeRequest) {
+    this.delivery = new Delivery(client);
+    this.requestId = req.clientHeaders['x-request-id'];
+    this.log = ctx.log.child({ request_id: this.requestId });
+  }
+
+  /** Called by the ext_proc glue when the client disconnects: abort the current upstream attempt now. */
+  clientGone(reason: string): void {
+    if (this.gone || this.phase === 'done' || this.phase === 'interrupted') return;
+    this.gone = true;
+    this.abort?.abort();
+    this.setOutcome('client-disconnected', reason);
+  }
+
+  async run(): Promise<void> {
+    const budget = this.ctx.budget;
+    budget.activeStreams++;
+    try {
+      await this.runLeg1Attempts();
+    } catch (e) {
+      // A bug must not leave the client hanging: end with the interruption event (or a reset if nothing
+      // can be written any more) and log the error with its stack.
+      this.log.error({ err: e }, 'unexpected error in originated response');
+      this.setOutcome('error', 'gateway-internal-error');
+      await this.interrupt('gateway-internal-error').catch(() => this.delivery.reset('gateway-internal-error'));
+    } finally {
+      budget.activeStreams--;
+      this.abort?.abort();
+      this.logEnd();
+    }
+  }
+
+  private async runLeg1Attempts(): Promise<void> {
+    let releaseSlot: (() => void) | null = null;
+    try {
+      for (;;) {
+        this.attempt++;
+        this.logTransition('ATTEMPT', { leg: 1 });
+        const out = await this.runLeg1Attempt();
+        if (out.type === 'gone' || this.gone) return;
+        if (out.type === 'finished') return this.setOutcome('completed');
+        if (out.type === 'responded') return this.setOutcome('passed-through-status');
+        if (this.delivery.committed) return await this.onPostCommitFailure(out.failure, out.detail);
+        const d = decidePreCommit({
+          failure: out.failure,
+          attempt: this.attempt,
+          maxAttempts: this.ctx.config.maxAttempts,
+          recoveryAllowed: releaseSlot !== null || this.tryBudget(),
+        });
+        if (d.action === 'retry') {
+          releaseSlot ??= this.lastSlot;
+          this.ctx.metrics.inc('gateway_recoveries_total', { kind: 'retry', outcome: 'started' });
+          this.logTransition('RETRY', { failure: out.failure, detail: out.detail });
+          this.delivery.discardAttempt();
+          this.tracker = new StreamTracker();
+          continue;
+        }
+        return await this.passFailureThrough(out, d.reason);
+      }
+    } finally {
+      releaseSlot?.();
+    }
+  }
+
+  private lastSlot: (() => void) | null = null;
+
+  private tryBudget(): boolean {
+    const release = this.ctx.budget.tryAcquire();
+    if (!release) {
+      this.ctx.metrics.inc('gateway_budget_rejections_total');
+      this.log.warn({ decision: 'BUDGET_REJECTED', active_recoveries: this.ctx.budget.activeRecoveries, active_streams: this.ctx.budget.activeStreams }, 'recovery budget exhausted');
+      return false;
+    }
+    this.lastSlot = release;
+    return true;
+  }
+
+  private async openLeg(url: string, requestId: string | undefined, body: Buffer): Promise<LegResponse | LegOpenError> {
+    this.abort = new AbortController();
+    this.legs++;
+    const headers = legRequestHeaders(this.req.clientHeaders, requestId);
+    try {
+      return await this.ctx.upstream.open(url + this.req.path, headers, body, this.abort.signal);
+    } catch (e) {
+      if (e instanceof LegOpenError) return e;
+      throw e;
+    }
+  }
+
+  private async runLeg1Attempt(): Promise<LegOutcome> {
+    const cfg = this.ctx.config;
+    const id = this.requestId && this.attempt > 1 ? `${this.requestId}-a${this.attempt}` : this.requestId;
+    this.attemptHadHeaders = false;
+    const res = await this.openLeg(cfg.downstreamUrl, id, this.req.rawBody);
+    if (this.gone) return { type: 'gone' };
+    if (res instanceof LegOpenError) {
+      if (res.kind === 'connect') return await this.routerUnreachable('egress-connect-failed');
+      return { type: 'failed', failure: res.kind === 'headers-timeout' ? 'headers-timeout' : 'reset', detail: res.kind };
+    }
+    this.upstreamStatus = res.status;
+    const ctype = String(res.headers['content-type'] ?? '');
+    if (res.status !== 200 || !ctype.includes('text/event-stream')) {
+      if (isRouterTierUnreachable(res.headers)) {
+        res.body.destroy();
+        return await this.routerUnreachable(`router-tier-unreachable:${String(res.headers['x-gateway-upstream-flags'])}`);
+      }
+      // Anything but an event stream is passed through unchanged (the engine's own 4xx/5xx, say).
+      await relayVerbatim(this.delivery, res, () => this.gone);
+      return this.gone ? { type: 'gone' } : { type: 'responded' };
+    }
+    this.delivery.setHeaders(200, clientResponseHeaders(res.headers));
+    this.attemptHadHeaders = true;
+    return this.relayLeg1(new LegReader(res.body));
+  }
+
+  private async relayLeg1(reader: LegReader): Promise<LegOutcome> {
+    const cfg = this.ctx.config;
+    const legStart = Date.now();
+    let lastByte = legStart;
+    let stalledMs = 0;
+    const periodMs = (): number => {
+      if (!this.delivery.committed && cfg.firstDeltaTimeoutMs > 0) return Math.min(cfg.stallIdleTimeoutMs, cfg.firstDeltaTimeoutMs);
+      return cfg.stallIdleTimeoutMs;
+    };
+    try {
+      for (;;) {
+        const r = await reader.next(periodMs());
+        if (this.gone) return { type: 'gone' };
+        if (r.type === 'idle') {
+          const now = Date.now();
+          stalledMs += now - Math.max(lastByte, now - periodMs());
+          if (this.tracker.finished) return await this.endAfterFinish('stall-after-finish');
+          const d = decideOnSilence({
+            committed: this.delivery.committed,
+            anyBytes: reader.anyBytes,
+            leg: 1,
+            recoverable: this.tracker.recoverable,
+            silentForMs: now - lastByte,
+            totalStalledMs: stalledMs,
+            stallIdleTimeoutMs: cfg.stallIdleTimeoutMs,
+            maxStallMs: cfg.maxStallMs,
+            firstDeltaTimeoutMs: cfg.firstDeltaTimeoutMs,
+            sinceLegStartMs: now - legStart,
+          });
+          if (d.action === 'fail') return { type: 'failed', failure: d.failure };
+          this.log.warn({ decision: 'WAITING', leg: 1, silent_ms: now - lastByte, tool_call_seen: this.tracker.toolCallsSeen, first_delta_sent: this.delivery.committed }, 'leg1 silent but not actionable, continuing to wait');
+          continue;
+        }
+        if (r.type === 'end' || r.type === 'reset') {
+          if (this.tracker.finished) return await this.endAfterFinish(r.type === 'end' ? 'eof' : 'reset-after-finish');
+          const detail = r.type === 'reset' ? errorCode(r.error) : reader.partialBytes ? `eof-mid-event(${reader.partialBytes}B)` : 'clean-eof';
+          return { type: 'failed', failure: r.type === 'end' ? 'eof' : 'reset', detail };
+        }
+        lastByte = Date.now();
+        const out: Buffer[] = [];
+        for (const ev of r.events) {
+          const o = StreamTracker.read(ev);
+          if (o.kind === 'malformed') {
+            this.tracker.malformed++;
+            this.ctx.metrics.inc('gateway_malformed_events_total');
+            continue;
+          }
+          if (o.kind === 'error') return await this.flushThen(out, { type: 'failed', failure: 'error-event', failingEvent: ev.raw });
+          if (o.kind === 'chunk' && o.finishReason === 'abort') return await this.flushThen(out, { type: 'failed', failure: 'abort-finish', failingEvent: ev.raw });
+          this.tracker.apply(o);
+          if (!this.delivery.committed) {
+            this.delivery.hold(ev.raw);
+            if (o.hasDelta || o.finishReason !== null || o.kind === 'done' || o.usage) await this.commit();
+          } else out.push(ev.raw);
+        }
+        if (out.length) await this.delivery.write(out.length === 1 ? out[0] : Buffer.concat(out));
+      }
+    } finally {
+      reader.fence();
+    }
+  }
+
+  private async flushThen(out: Buffer[], outcome: LegOutcome): Promise<LegOutcome> {
+    if (out.length) await this.delivery.write(Buffer.concat(out));
+    return outcome;
+  }
+
+  private async commit(): Promise<void> {
+    this.phase = 'decode';
+    this.firstDeltaAt = Date.now();
+    await this.delivery.commit();
+    this.logTransition('FIRST_DELTA', { ttfd_ms: this.firstDeltaAt - this.started });
+  }
+
+  /** The answer is complete; the leg ended or went quiet afterwards. Close the stream cleanly. */
+  private async endAfterFinish(how: string): Promise<LegOutcome> {
+    await this.delivery.end(this.tracker.doneSeen ? undefined : DONE_EVENT);
+    this.phase = 'done';
+    if (how !== 'eof') this.log.info({ how }, 'leg ended after finish_reason');
+    return { type: 'finished' };
+  }
+
+  private async routerUnreachable(reason: string): Promise<LegOutcome> {
+    // Reference behaviour: 429, not 5xx, so front proxies that retry 5xx do not hammer an unreachable tier.
+    const status = this.ctx.config.unreachableStatus;
+    const body = JSON.stringify({ error: { message: 'The inference router tier is unreachable.', type: 'server_error', code: 'router_unreachable', request_id: this.requestId ?? null } });
+    this.log.warn({ decision: 'FAILED', reason, status }, 'router tier unreachable');
+    await this.delivery.respond(status, { 'content-type': 'application/json' }, Buffer.from(body));
+    this.reason = reason;
+    return { type: 'responded' };
+  }
+
+  /** Pre-commit failure that will not be retried: the client sees what it would have seen without us. */
+  private async passFailureThrough(out: Extract<LegOutcome, { type: 'failed' }>, reason: string): Promise<void> {
+    this.phase = 'interrupted';
+    this.setOutcome('failed-before-first-delta', `${out.failure}:${reason}`);
+    this.log.warn({ decision: 'PASSTHROUGH_FAILURE', failure: out.failure, detail: out.detail, reason }, 'failure before the first delta passed through');
+    if (!this.attemptHadHeaders) {
+      const status = out.failure === 'headers-timeout' ? 504 : 502;
+      const body = JSON.stringify({ error: { message: `upstream failed before responding (${out.failure})`, type: 'server_error', code: out.failure === 'headers-timeout' ? 'upstream_timeout' : 'upstream_failed', request_id: this.requestId ?? null } });
+      await this.delivery.respond(status, { 'content-type': 'application/json' }, Buffer.from(body));
+      return;
+    }
+    switch (out.failure) {
+      case 'error-event':
+      case 'abort-finish':
+        await this.delivery.end(Buffer.concat([out.failingEvent ?? Buffer.alloc(0), DONE_EVENT]));
+        return;
+      case 'eof':
+        await this.delivery.end();
+        return;
+      case 'reset':
+        await this.delivery.commit();
+        this.delivery.reset('upstream reset before the first delta');
+        return;
+      default:
+        // Timeouts without a delta: say so explicitly rather than closing silently.
+        await this.delivery.end(interruptionEvent({ requestId: this.requestId, deliveredOutputTokens: 0, reason: out.failure, partialOutput: false }));
+    }
+  }
+
+  private async onPostCommitFailure(failure: FailureKind, detail?: string): Promise<void> {
+    const cfg = this.ctx.config;
+    const t = this.tracker;
+    const kase = classifyCase(t.toolCallsSeen, t.reasoning, t.content);
+    this.logTransition('TRIGGERED', { failure, detail, case: kase });
+    this.ctx.metrics.inc('gateway_interruptions_total', { reason: failure, phase: 'decode' });
+    const d = decidePostCommit({
+      failure,
+      leg: 1,
+      toolCallDelivered: t.toolCallsSeen,
+      recoverableText: t.reasoning !== '' || t.content !== '',
+      continuationConfigured: cfg.continuationModel !== undefined,
+      continuationEnabled: cfg.continuationEnabled,
+      recoveryAllowed: cfg.continuationEnabled ? this.tryBudget() : true,
+    });
+    if (d.action === 'interrupt') {
+      if (d.reason === 'continuation-disabled') this.log.info({ decision: 'SKIPPED', reason: d.reason, case: kase }, 'dry run: continuation detected but CONTINUATION_ENABLED=false');
+      return await this.interrupt(d.reason);
+    }
+    const release = this.lastSlot;
+    try {
+      await this.continueFromPrefix();
+    } finally {
+      release?.();
+    }
+  }
+
+  private async continueFromPrefix(): Promise<void> {
+    const cfg = this.ctx.config;
+    const plan = planContinuationRequest(this.req.payload, this.tracker, {
+      continuationModel: cfg.continuationModel ?? '',
+      engine: cfg.engine,
+      rates: { cjk: cfg.cjkCharsPerToken, other: cfg.otherCharsPerToken },
+    });
+    if (plan.kind === 'skip') {
+      this.log.info({ decision: 'SKIPPED', reason: plan.reason }, 'no continuation leg');
+      return await this.interrupt(plan.reason);
+    }
+    this.recovered = plan.recovered;
+    this.logTransition('ATTEMPT', {
+      leg: 2,
+      case: plan.case,
+      family: familyFor(cfg.continuationModel ?? '').name,
+      recovered_reasoning_tokens: plan.recovered.reasoningTokens,
+      recovered_content_tokens: plan.recovered.contentTokens,
+      budget_fields: plan.budgetFields,
+    });
+    const recoveryStart = Date.now();
+    const res = await this.openLeg(cfg.continuationUrl, this.requestId ? `${this.requestId}-c1` : undefined, Buffer.from(JSON.stringify(plan.body)));
+    if (this.gone) return;
+    if (res instanceof LegOpenError) return await this.interrupt(`leg2-failed-to-start:${res.kind}`);
+    if (res.status !== 200) {
+      res.body.on('error', () => undefined);
+      res.body.destroy();
+      return await this.interrupt(`leg2-status-${res.status}`);
+    }
+    const out = await relayLeg2({
+      ctx: this.ctx,
+      log: this.log,
+      reader: new LegReader(res.body),
+      delivery: this.delivery,
+      tracker: this.tracker,
+      recovered: plan.recovered,
+      multimodal: this.req.multimodal,
+      clientWantsUsage: this.req.payload?.stream_options?.include_usage === true,
+      isGone: () => this.gone,
+      onFirstByte: () => this.ctx.metrics.inc('gateway_recovery_first_byte_ms_sum', {}, Date.now() - recoveryStart),
+    });
+    if (out.type === 'gone') return;
+    if (out.type === 'finished') {
+      this.phase = 'done';
+      this.ctx.metrics.inc('gateway_recoveries_total', { kind: 'continuation', outcome: 'succeeded' });
+      this.logTransition('SUCCEEDED', { leg: 2 });
+      return this.setOutcome('completed-after-continuation');
+    }
+    this.ctx.metrics.inc('gateway_recoveries_total', { kind: 'continuation', outcome: 'failed' });
+    const d = decidePostCommit({ failure: out.type === 'failed' ? out.failure : 'reset', leg: 2, toolCallDelivered: false, recoverableText: true, continuationConfigured: true, continuationEnabled: true, recoveryAllowed: false });
+    await this.interrupt(d.action === 'interrupt' ? d.reason : 'leg2-failed');
+  }
+
+  /** Ends a committed stream with the interruption event: never a silent truncation. */
+  private async interrupt(reason: string): Promise<void> {
+    this.abort?.abort();
+    this.phase = 'interrupted';
+    this.setOutcome('interrupted', reason);
+    this.ctx.metrics.inc('gateway_interruption_events_total', { reason });
+    this.log.warn({ decision: 'FAILED', reason, delivered_output_tokens: this.deliveredTokens() }, 'interruption event sent');
+    await this.delivery.end(interruptionEvent({ requestId: this.requestId, deliveredOutputTokens: this.deliveredTokens(), reason }));
+  }
+
+  private deliveredTokens(): number {
+    const c = this.ctx.config;
+    return estimateTokens(this.tracker.reasoning + this.tracker.content, c.cjkCharsPerToken, c.otherCharsPerToken);
+  }
+
+  private setOutcome(outcome: string, reason?: string): void {
+    if (this.outcome !== 'in-progress' && outcome !== 'client-disconnected') return;
+    this.outcome = outcome;
+    this.reason = reason ?? this.reason;
+  }
+
+  private logTransition(decision: string, extra: Record<string, unknown> = {}): void {
+    this.log.info({ decision, completion_id: this.tracker.id, phase: this.phase, attempt: this.attempt, legs: this.legs, first_delta_sent: this.delivery.committed, ...extra }, decision);
+  }
+
+  private logEnd(): void {
+    const now = Date.now();
+    this.log.info(
+      {
+        event: 'request_end',
+        completion_id: this.tracker.id,
+        phase: this.phase,
+        attempt: this.attempt,
+        legs: this.legs,
+        first_delta_sent: this.delivery.committed,
+        delivered_output_tokens: this.deliveredTokens(),
+        delivered_reasoning_chars: this.tracker.reasoning.length,
+        delivered_content_chars: this.tracker.content.length,
+        recovered_tokens: this.recovered?.totalRecovered ?? 0,
+        outcome: this.outcome,
+        reason: this.reason,
+        upstream_status: this.upstreamStatus,
+        malformed_events: this.tracker.malformed,
+        ttfd_ms: this.firstDeltaAt ? this.firstDeltaAt - this.started : null,
+        total_ms: now - this.started,
+      },
+      'request_end',
+    );
+  }
+}
+
+function errorCode(e: unknown): string {
+  const err = e as { code?: string; message?: string };
+  return err?.code ?? err?.message ?? 'reset';
+}

@@ -1,0 +1,104 @@
+// One client request, from the ext_proc stream's first message to its end. It collects the request body,
+// decides the scope, and then either hands the request back to Envoy (CONTINUE + echoed body: native
+// proxying, the gateway is absent) or originates the response itself (OriginatedResponse).
+import type { ClientStream, ClientStreamHandler } from '../extproc/client-stream';
+import { decideScope } from '../request/scope';
+import type { GatewayContext } from './context';
+import { OriginatedResponse } from './originated-response';
+
+type Phase = 'headers' | 'body' | 'passthrough' | 'originating' | 'finished';
+
+export class RequestExchange implements ClientStreamHandler {
+  private phase: Phase = 'headers';
+  private headers: Record<string, string> = {};
+  private chunks: Buffer[] = [];
+  private bodyBytes = 0;
+  private bodyEnded = false;
+  private originated: OriginatedResponse | null = null;
+
+  constructor(private readonly ctx: GatewayContext, private readonly client: ClientStream) {}
+
+  onRequestHeaders(headers: Record<string, string>, endOfStream: boolean): void {
+    this.headers = headers;
+    if (endOfStream) {
+      // No body: nothing we could continue. Envoy proxies it.
+      this.passthrough('no-body');
+      return;
+    }
+    this.phase = 'body';
+  }
+
+  onRequestBody(chunk: Buffer, endOfStream: boolean): void {
+    if (this.bodyEnded) return; // Envoy bug #46237: a duplicate end-of-stream chunk for ~1 MB bodies.
+    if (endOfStream) this.bodyEnded = true;
+    if (this.phase === 'passthrough') {
+      this.client.echoBody(chunk, endOfStream);
+      return;
+    }
+    if (this.phase !== 'body') return;
+    this.chunks.push(chunk);
+    this.bodyBytes += chunk.length;
+    if (this.bodyBytes > this.ctx.config.maxRequestBodyBytes) {
+      this.passthrough('body-too-large-to-buffer');
+      return;
+    }
+    if (endOfStream) this.decide();
+  }
+
+  onRequestTrailers(): void {
+    // Trailers end the body too (gRPC-style clients); chat requests never have them in practice.
+    if (this.phase === 'passthrough') {
+      this.client.continueTrailers();
+      return;
+    }
+    if (this.phase === 'body') {
+      this.bodyEnded = true;
+      this.passthrough('request-trailers');
+    }
+  }
+
+  onGone(reason: string): void {
+    const wasPhase = this.phase;
+    this.phase = 'finished';
+    if (this.originated) this.originated.clientGone(reason);
+    else if (wasPhase !== 'passthrough') this.ctx.log.info({ request_id: this.headers['x-request-id'], reason, phase: wasPhase }, 'client gone before a decision');
+  }
+
+  private decide(): void {
+    const raw = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks);
+    const cfg = this.ctx.config;
+    const scope = decideScope(raw, {
+      continuationModel: cfg.continuationModel,
+      engine: cfg.engine,
+      maxContinuationBodyBytes: cfg.maxContinuationBodyBytes,
+    });
+    if (!scope.inScope) {
+      this.passthrough(scope.reason, scope.detail);
+      return;
+    }
+    this.phase = 'originating';
+    this.chunks = [];
+    this.ctx.metrics.scope('originated');
+    this.originated = new OriginatedResponse(this.ctx, this.client, {
+      path: this.headers[':path'] ?? '/v1/chat/completions',
+      clientHeaders: this.headers,
+      rawBody: raw,
+      payload: scope.payload,
+      multimodal: scope.multimodal,
+    });
+    void this.originated.run().finally(() => {
+      this.phase = 'finished';
+    });
+  }
+
+  /** Hands the request back to Envoy untouched: exactly as if the gateway were not there. */
+  private passthrough(reason: string, detail?: string): void {
+    this.phase = 'passthrough';
+    this.ctx.metrics.scope(`passthrough:${reason}`);
+    this.ctx.log.info({ request_id: this.headers['x-request-id'], decision: 'PASSTHROUGH', reason, detail }, 'PASSTHROUGH');
+    this.client.continueRequest();
+    const chunks = this.chunks;
+    this.chunks = [];
+    chunks.forEach((c, i) => this.client.echoBody(c, this.bodyEnded && i === chunks.length - 1));
+  }
+}

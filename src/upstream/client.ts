@@ -1,0 +1,65 @@
+// Opens upstream legs with undici. Every leg goes to a configured address (Envoy's egress listener in the
+// stack), never to one taken from the request. Timeouts: connect and response-headers are enforced here;
+// the body has none on purpose (stall detection belongs to the leg reader, which knows the phase).
+import { Agent, request, errors } from 'undici';
+import type { Readable } from 'node:stream';
+
+export interface LegResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Readable;
+}
+
+export type LegOpenErrorKind = 'connect' | 'headers-timeout' | 'aborted' | 'reset';
+
+/** Stable-coded error for a leg that produced no response headers. */
+export class LegOpenError extends Error {
+  readonly code: string;
+  constructor(readonly kind: LegOpenErrorKind, cause?: unknown) {
+    super(`upstream leg failed before response headers: ${kind}`, { cause });
+    this.code = `LEG_${kind.toUpperCase().replace('-', '_')}`;
+  }
+}
+
+export class UpstreamClient {
+  private readonly agent: Agent;
+
+  constructor(opts: { connectTimeoutMs: number; headersTimeoutMs: number }) {
+    this.agent = new Agent({
+      connect: { timeout: opts.connectTimeoutMs },
+      headersTimeout: opts.headersTimeoutMs,
+      bodyTimeout: 0,
+      keepAliveTimeout: 30_000,
+      // Many concurrent streams share the egress listener; undici's default of unlimited connections
+      // per origin is what we want here.
+    });
+  }
+
+  async open(url: string, headers: Record<string, string>, body: Buffer, signal: AbortSignal): Promise<LegResponse> {
+    try {
+      const res = await request(url, {
+        method: 'POST',
+        headers,
+        body,
+        signal,
+        dispatcher: this.agent,
+      });
+      return { status: res.statusCode, headers: res.headers, body: res.body as unknown as Readable };
+    } catch (e) {
+      throw new LegOpenError(classifyOpenError(e, signal), e);
+    }
+  }
+
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+}
+
+function classifyOpenError(e: unknown, signal: AbortSignal): LegOpenErrorKind {
+  if (signal.aborted) return 'aborted';
+  if (e instanceof errors.HeadersTimeoutError) return 'headers-timeout';
+  if (e instanceof errors.ConnectTimeoutError) return 'connect';
+  const code = (e as { code?: string })?.code;
+  if (code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EHOSTUNREACH') return 'connect';
+  return 'reset';
+}
