@@ -83,7 +83,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       return bad(ex, (e as Error).message);
     }
     record.fault = fault?.spec;
-    if (fault?.kind === 'crash-before-headers') return ex.killSocket('destroy');
+    if (fault?.kind === 'crash-before-headers') return ex.killSocket('reset');
     if (fault?.kind === 'hang') return; // socket stays open until the client or close() ends it
     if (fault?.kind === 'status') {
       const code = fault.status ?? 500;

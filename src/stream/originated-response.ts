@@ -84,53 +84,48 @@ export class OriginatedResponse {
       await this.interrupt('gateway-internal-error').catch(() => this.delivery.reset('gateway-internal-error'));
     } finally {
       budget.activeStreams--;
+      this.releaseSlot?.();
       this.abort?.abort();
       this.logEnd();
     }
   }
 
   private async runLeg1Attempts(): Promise<void> {
-    let releaseSlot: (() => void) | null = null;
-    try {
-      for (;;) {
-        this.attempt++;
-        this.logTransition('ATTEMPT', { leg: 1 });
-        const out = await this.runLeg1Attempt();
-        if (out.type === 'gone' || this.gone) return;
-        if (out.type === 'finished') return this.setOutcome('completed');
-        if (out.type === 'responded') return this.setOutcome('passed-through-status');
-        if (this.delivery.committed) return await this.onPostCommitFailure(out.failure, out.detail);
-        const d = decidePreCommit({
-          failure: out.failure,
-          attempt: this.attempt,
-          maxAttempts: this.ctx.config.maxAttempts,
-          recoveryAllowed: releaseSlot !== null || this.tryBudget(),
-        });
-        if (d.action === 'retry') {
-          releaseSlot ??= this.lastSlot;
-          this.ctx.metrics.inc('gateway_recoveries_total', { kind: 'retry', outcome: 'started' });
-          this.logTransition('RETRY', { failure: out.failure, detail: out.detail });
-          this.delivery.discardAttempt();
-          this.tracker = new StreamTracker();
-          continue;
-        }
-        return await this.passFailureThrough(out, d.reason);
+    for (;;) {
+      this.attempt++;
+      this.logTransition('ATTEMPT', { leg: 1 });
+      const out = await this.runLeg1Attempt();
+      if (out.type === 'gone' || this.gone) return;
+      if (out.type === 'finished') return this.setOutcome(this.attempt > 1 ? 'completed-after-retry' : 'completed');
+      if (out.type === 'responded') return this.setOutcome('passed-through-status');
+      if (this.delivery.committed) return await this.onPostCommitFailure(out.failure, out.detail);
+      let d = decidePreCommit({ failure: out.failure, attempt: this.attempt, maxAttempts: this.ctx.config.maxAttempts, recoveryAllowed: true });
+      // The budget is asked only when a retry is otherwise allowed, and one slot covers every retry of
+      // this request (released when the request ends).
+      if (d.action === 'retry' && !this.takeRecoverySlot()) d = { action: 'pass-through', reason: 'recovery-budget-exhausted' };
+      if (d.action === 'retry') {
+        this.ctx.metrics.inc('gateway_recoveries_total', { kind: 'retry', outcome: 'started' });
+        this.logTransition('RETRY', { failure: out.failure, detail: out.detail });
+        this.delivery.discardAttempt();
+        this.tracker = new StreamTracker();
+        continue;
       }
-    } finally {
-      releaseSlot?.();
+      return await this.passFailureThrough(out, d.reason);
     }
   }
 
-  private lastSlot: (() => void) | null = null;
+  /** One recovery slot per request at most; released in run()'s finally. */
+  private releaseSlot: (() => void) | null = null;
 
-  private tryBudget(): boolean {
+  private takeRecoverySlot(): boolean {
+    if (this.releaseSlot) return true;
     const release = this.ctx.budget.tryAcquire();
     if (!release) {
-      this.ctx.metrics.inc('gateway_budget_rejections_total');
-      this.log.warn({ decision: 'BUDGET_REJECTED', active_recoveries: this.ctx.budget.activeRecoveries, active_streams: this.ctx.budget.activeStreams }, 'recovery budget exhausted');
+      this.ctx.metrics.inc('gateway_budget_rejections_total', { phase: this.delivery.committed ? 'decode' : 'prefill' });
+      this.log.warn({ decision: 'BUDGET_REJECTED', phase: this.phase, active_recoveries: this.ctx.budget.activeRecoveries, active_streams: this.ctx.budget.activeStreams }, 'recovery budget exhausted');
       return false;
     }
-    this.lastSlot = release;
+    this.releaseSlot = release;
     return true;
   }
 
@@ -299,25 +294,22 @@ export class OriginatedResponse {
     const kase = classifyCase(t.toolCallsSeen, t.reasoning, t.content);
     this.logTransition('TRIGGERED', { failure, detail, case: kase });
     this.ctx.metrics.inc('gateway_interruptions_total', { reason: failure, phase: 'decode' });
-    const d = decidePostCommit({
+    const input = {
       failure,
-      leg: 1,
+      leg: 1 as const,
       toolCallDelivered: t.toolCallsSeen,
       recoverableText: t.reasoning !== '' || t.content !== '',
       continuationConfigured: cfg.continuationModel !== undefined,
       continuationEnabled: cfg.continuationEnabled,
-      recoveryAllowed: cfg.continuationEnabled ? this.tryBudget() : true,
-    });
+      recoveryAllowed: true,
+    };
+    let d = decidePostCommit(input);
+    if (d.action === 'continue' && !this.takeRecoverySlot()) d = decidePostCommit({ ...input, recoveryAllowed: false });
     if (d.action === 'interrupt') {
       if (d.reason === 'continuation-disabled') this.log.info({ decision: 'SKIPPED', reason: d.reason, case: kase }, 'dry run: continuation detected but CONTINUATION_ENABLED=false');
       return await this.interrupt(d.reason);
     }
-    const release = this.lastSlot;
-    try {
-      await this.continueFromPrefix();
-    } finally {
-      release?.();
-    }
+    await this.continueFromPrefix();
   }
 
   private async continueFromPrefix(): Promise<void> {

@@ -1,0 +1,235 @@
+// `npm run stack` / `npm run demo`: the whole gateway on one machine.
+//
+//   [fake engines replica-a, replica-b]  (only without DOWNSTREAM_URL)
+//   sidecar  node dist/src/main.js        PORT=<ext_proc port>, DOWNSTREAM_URL=<Envoy egress>
+//   Envoy    generated bootstrap           front listener on LISTEN_PORT
+//
+// stdout carries exactly one line, `READY http://127.0.0.1:<LISTEN_PORT>`, once Envoy is ready and the sidecar
+// is seen healthy; everything else (ours and the children's output, prefixed) goes to stderr. SIGINT/SIGTERM
+// stop everything we started and exit 0; a child that dies on its own stops the rest and exits 1.
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as path from 'node:path';
+import { ensureEnvoy } from './envoy-binary';
+import type { UpstreamHost } from './envoy-config';
+import { describeExit, spawnManaged, startEnvoy, type ManagedChild, type RunningEnvoy } from './envoy-process';
+import { freePort } from './ports';
+
+const say = (line: string): void => {
+  process.stderr.write(`[stack] ${line}\n`);
+};
+
+class StackError extends Error {}
+
+function envNumber(env: NodeJS.ProcessEnv, name: string, def: number, opts: { int?: boolean; min?: number } = {}): number {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return def;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || (opts.int && !Number.isInteger(n)) || (opts.min !== undefined && n < opts.min)) {
+    throw new StackError(`${name} must be ${opts.int ? 'an integer' : 'a number'}${opts.min !== undefined ? ` >= ${opts.min}` : ''}, got ${JSON.stringify(raw)}`);
+  }
+  return n;
+}
+
+/** Parses DOWNSTREAM_URL / CONTINUATION_URL: `http://host:port[,http://host2:port2...]`. */
+export function parseTierUrls(name: string, value: string): UpstreamHost[] {
+  const hosts: UpstreamHost[] = [];
+  for (const raw of value.split(',').map((s) => s.trim()).filter(Boolean)) {
+    let u: URL;
+    try {
+      u = new URL(raw);
+    } catch {
+      throw new StackError(`${name}: ${JSON.stringify(raw)} is not a URL (expected http://host:port)`);
+    }
+    if (u.protocol !== 'http:') {
+      throw new StackError(`${name}: ${JSON.stringify(raw)}: only http:// is supported (Envoy talks plain HTTP/1.1 to the router tier)`);
+    }
+    if (u.pathname !== '/' && u.pathname !== '') {
+      throw new StackError(`${name}: ${JSON.stringify(raw)}: a path prefix is not supported (Envoy forwards the client's path as is)`);
+    }
+    if (u.username || u.password || u.search || u.hash) {
+      throw new StackError(`${name}: ${JSON.stringify(raw)}: credentials, query or fragment are not supported`);
+    }
+    const host = u.hostname.replace(/^\[(.*)\]$/, '$1');
+    hosts.push({ host, port: u.port ? Number(u.port) : 80 });
+  }
+  if (hosts.length === 0) throw new StackError(`${name} is empty`);
+  return hosts;
+}
+
+interface Started {
+  children: ManagedChild[];
+  /** Envoy, or its start in progress (so that a shutdown during the start still stops it). */
+  envoy?: Promise<RunningEnvoy | undefined>;
+}
+
+async function main(): Promise<number> {
+  const env = process.env;
+  const distSrc = path.resolve(__dirname, '..');
+  // Dev knobs (undocumented in the sidecar): run stand-ins instead of the real sidecar / fake engine.
+  const sidecarMain = env.STACK_SIDECAR_MAIN || path.join(distSrc, 'main.js');
+  const fakeEngineMain = env.STACK_FAKE_ENGINE_MAIN || path.join(distSrc, 'fake-engine', 'main.js');
+  const startTimeoutMs = envNumber(env, 'STACK_START_TIMEOUT_SECONDS', 60, { min: 1 }) * 1000;
+
+  const listenPort = envNumber(env, 'LISTEN_PORT', 8080, { int: true, min: 1 });
+  const listenAddress = env.LISTEN_ADDRESS?.trim() || '127.0.0.1';
+  const stallTimeoutSeconds = envNumber(env, 'STALL_IDLE_TIMEOUT_SECONDS', 20, { min: 0.001 });
+  const maxStallSeconds = envNumber(env, 'MAX_STALL_SECONDS', 300, { min: 0.001 });
+  const upstreamHeadersTimeoutSeconds = envNumber(env, 'UPSTREAM_HEADERS_TIMEOUT_SECONDS', 60, { min: 0.001 });
+  const adminPortEnv = env.ENVOY_ADMIN_PORT ? envNumber(env, 'ENVOY_ADMIN_PORT', 0, { int: true, min: 1 }) : undefined;
+  const envoyLogLevel = env.ENVOY_LOG_LEVEL?.trim() || 'warning';
+  const userDownstream = env.DOWNSTREAM_URL?.trim() || undefined;
+  const userContinuation = env.CONTINUATION_URL?.trim() || undefined;
+  const continuationTier = userContinuation ? parseTierUrls('CONTINUATION_URL', userContinuation) : undefined;
+  let routerTier = userDownstream ? parseTierUrls('DOWNSTREAM_URL', userDownstream) : undefined;
+
+  for (const [what, file] of [
+    ['sidecar', sidecarMain],
+    ...(routerTier ? [] : [['fake engine', fakeEngineMain]]),
+  ] as const) {
+    if (!fs.existsSync(file)) throw new StackError(`${what} entry point ${file} not found: run \`npm run build\` first`);
+  }
+
+  const st: Started = { children: [] };
+  let shuttingDown = false;
+  let finish: (code: number) => void = () => undefined;
+  const finished = new Promise<number>((r) => {
+    finish = r;
+  });
+
+  const stopAll = async (): Promise<void> => {
+    // Envoy first (no new client streams), then the sidecar and the engines.
+    const envoy = await st.envoy?.catch(() => undefined);
+    if (envoy) await envoy.stop().catch(() => undefined);
+    await Promise.all(st.children.map((c) => c.stop()));
+  };
+  const shutdown = (code: number, why: string): void => {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    say(why);
+    void stopAll().then(
+      () => finish(code),
+      () => finish(code || 1),
+    );
+  };
+  const watch = (name: string, exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>): void => {
+    void exited.then((info) => {
+      if (!shuttingDown) shutdown(1, `${name} exited unexpectedly (${describeExit(info)}); stopping everything`);
+    });
+  };
+  let signals = 0;
+  const onSignal = (sig: NodeJS.Signals): void => {
+    signals++;
+    if (signals > 1) {
+      say(`${sig} again: exiting now (children get SIGKILL)`);
+      process.exit(130);
+    }
+    shutdown(0, `${sig}: stopping`);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  const prefixed = (name: string) => (line: string): void => {
+    process.stderr.write(`[${name}] ${line}\n`);
+  };
+  const spawnNode = (name: string, script: string, args: string[], childEnv: NodeJS.ProcessEnv): ManagedChild => {
+    const c = spawnManaged(process.execPath, [script, ...args], { name, env: childEnv, onLine: prefixed(name) });
+    st.children.push(c);
+    watch(name, c.exited);
+    return c;
+  };
+  // Any failure while starting: stop what is up and fail with the reason.
+  const guard = <T>(p: Promise<T>): Promise<T> =>
+    Promise.race([
+      p,
+      finished.then((): never => {
+        throw new StackError('stopped while starting');
+      }),
+    ]);
+
+  try {
+    const envoyBin = await ensureEnvoy({ log: say });
+    say(`envoy: ${envoyBin}`);
+    const sidecarEnv: NodeJS.ProcessEnv = { ...env };
+
+    // 1. Fake engines when no router tier was given.
+    if (!routerTier) {
+      const dialect = (env.CONTINUATION_ENGINE?.trim().toLowerCase() || 'sglang') === 'vllm' ? 'vllm' : 'sglang';
+      if (!env.CONTINUATION_MODEL?.trim()) {
+        sidecarEnv.CONTINUATION_MODEL = 'generic-demo';
+        say('demo: CONTINUATION_MODEL was unset, using CONTINUATION_MODEL=generic-demo (the fake engines\' family)');
+      }
+      const engines = await Promise.all(
+        ['replica-a', 'replica-b'].map(async (name) => {
+          const port = await freePort();
+          const c = spawnNode(name, fakeEngineMain, ['--port', String(port), '--name', name, '--dialect', dialect, '--family', 'generic', '--token-ms', '40'], env);
+          const m = await guard(c.waitForLine(new RegExp(`^FAKE_ENGINE ${name} listening (http://\\S+)`), startTimeoutMs, 'its FAKE_ENGINE line'));
+          const u = new URL(m[1]);
+          return { host: u.hostname, port: Number(u.port) };
+        }),
+      );
+      routerTier = engines;
+      say(`demo: fake engines ${engines.map((e) => `${e.host}:${e.port}`).join(', ')} (dialect ${dialect})`);
+    }
+
+    // 2. Ports for Envoy, then the sidecar (it must know the egress URL before Envoy starts).
+    const adminPort = adminPortEnv ?? (await freePort());
+    const egressPort = await freePort();
+    const continuationEgressPort = continuationTier ? await freePort() : undefined;
+    const extProcPortWanted = await freePort();
+    sidecarEnv.PORT = String(extProcPortWanted);
+    sidecarEnv.DOWNSTREAM_URL = `http://127.0.0.1:${egressPort}`;
+    if (continuationEgressPort !== undefined) sidecarEnv.CONTINUATION_URL = `http://127.0.0.1:${continuationEgressPort}`;
+    else delete sidecarEnv.CONTINUATION_URL;
+    const sidecar = spawnNode('sidecar', sidecarMain, [], sidecarEnv);
+    const sm = await guard(sidecar.waitForLine(/^SIDECAR listening (\d+)/, startTimeoutMs, 'its `SIDECAR listening <port>` line'));
+    const extProcPort = Number(sm[1]);
+    const sidecarHost = env.HOST?.trim();
+    // The sidecar binds HOST (default 127.0.0.1); Envoy reaches a wildcard bind through loopback.
+    const extProcHost = sidecarHost && net.isIP(sidecarHost) && sidecarHost !== '0.0.0.0' && sidecarHost !== '::' ? sidecarHost : '127.0.0.1';
+
+    // 3. Envoy.
+    const envoyStart = startEnvoy({
+      envoyBin,
+      listenPort,
+      listenAddress,
+      adminPort,
+      egressPort,
+      continuationEgressPort,
+      extProcHost,
+      extProcPort,
+      routerTier,
+      continuationTier,
+      stallTimeoutSeconds,
+      maxStallSeconds,
+      upstreamHeadersTimeoutSeconds,
+      logLevel: envoyLogLevel,
+      startTimeoutMs,
+      onLine: prefixed('envoy'),
+    });
+    st.envoy = envoyStart;
+    const envoy = await guard(envoyStart);
+    watch('envoy', envoy.exited);
+    say(
+      `envoy admin ${envoy.adminUrl}, egress ${envoy.egressUrl}` +
+        (envoy.continuationEgressUrl ? `, continuation egress ${envoy.continuationEgressUrl}` : '') +
+        `, router tier ${routerTier.map((h) => `${h.host}:${h.port}`).join(', ')}` +
+        (continuationTier ? `, continuation tier ${continuationTier.map((h) => `${h.host}:${h.port}`).join(', ')}` : '') +
+        `, sidecar ext_proc ${extProcHost}:${extProcPort}`,
+    );
+    process.stdout.write(`READY http://127.0.0.1:${listenPort}\n`);
+  } catch (e) {
+    if (!shuttingDown) shutdown(1, `start failed: ${(e as Error).message}`);
+  }
+  return finished;
+}
+
+if (require.main === module) {
+  main().then(
+    (code) => process.exit(code),
+    (e: unknown) => {
+      process.stderr.write(`[stack] ${e instanceof StackError ? e.message : e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,74 @@
+// What a client receives: the raw bytes, and the stream reassembled as an OpenAI client would see it.
+import { request } from 'undici';
+
+export interface ClientResult {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  raw: string;
+  chunks: any[];
+  ids: string[];
+  reasoning: string;
+  content: string;
+  finishReasons: string[];
+  usage: any | null;
+  errors: any[];
+  done: boolean;
+  roleChunks: number;
+  toolCalls: any[];
+  /** The transfer ended with an error (reset / truncated chunked encoding). */
+  transportError: string | null;
+}
+
+let counter = 0;
+export function newRequestId(prefix = 'req'): string {
+  return `${prefix}-${process.pid}-${Date.now()}-${++counter}`;
+}
+
+export function chatBody(extra: Record<string, unknown> = {}, text = 'Tell me about continuation.'): any {
+  return { model: 'test-model', stream: true, messages: [{ role: 'user', content: text }], ...extra };
+}
+
+export async function postChat(url: string, body: unknown, headers: Record<string, string> = {}): Promise<ClientResult> {
+  const res = await request(`${url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  let raw = '';
+  let transportError: string | null = null;
+  try {
+    for await (const chunk of res.body) raw += chunk.toString('utf8');
+  } catch (e) {
+    transportError = (e as Error).message;
+  }
+  return { status: res.statusCode, headers: res.headers, raw, transportError, ...reassemble(raw) };
+}
+
+export function reassemble(raw: string): Omit<ClientResult, 'status' | 'headers' | 'raw' | 'transportError'> {
+  const r = { chunks: [] as any[], ids: [] as string[], reasoning: '', content: '', finishReasons: [] as string[], usage: null as any, errors: [] as any[], done: false, roleChunks: 0, toolCalls: [] as any[] };
+  for (const block of raw.split(/\r?\n\r?\n/)) {
+    const data = block.split(/\r?\n/).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trimStart()).join('\n');
+    if (!data) continue;
+    if (data === '[DONE]') {
+      r.done = true;
+      continue;
+    }
+    const j = JSON.parse(data);
+    if (j.error) {
+      r.errors.push(j.error);
+      continue;
+    }
+    r.chunks.push(j);
+    if (j.id && !r.ids.includes(j.id)) r.ids.push(j.id);
+    if (j.usage) r.usage = j.usage;
+    for (const c of j.choices ?? []) {
+      const d = c.delta ?? {};
+      if (d.role) r.roleChunks++;
+      r.reasoning += d.reasoning_content ?? d.reasoning ?? '';
+      r.content += d.content ?? '';
+      if (d.tool_calls) r.toolCalls.push(...d.tool_calls);
+      if (c.finish_reason) r.finishReasons.push(c.finish_reason);
+    }
+  }
+  return r;
+}

@@ -1,0 +1,105 @@
+// A whole gateway for one end-to-end suite: fake engine replicas (in this process, so faults and the
+// requests they saw are visible), the sidecar (in this process, so its log records can be asserted), and
+// the real Envoy binary in front, exactly as `npm run stack` wires them.
+import { Writable } from 'node:stream';
+import { loadConfig } from '../../src/config/env';
+import { createLogger } from '../../src/obs/logger';
+import { startSidecar, type Sidecar } from '../../src/sidecar';
+import { startEnvoy, type RunningEnvoy } from '../../src/stack/envoy-process';
+import { freePorts } from '../../src/stack/ports';
+import { startFakeEngine, type FakeEngine, type FakeEngineOptions } from '../../src/fake-engine/server';
+import { resetFaults } from '../../src/fake-engine/faults';
+
+export interface TestStackOptions {
+  /** Sidecar environment (reference variable names). DOWNSTREAM_URL and PORT are filled in. */
+  env?: Record<string, string>;
+  replicas?: number;
+  engine?: Omit<FakeEngineOptions, 'port' | 'name'>;
+  /** A separate continuation router (CONTINUATION_URL) with its own replica. */
+  continuationReplica?: boolean;
+  /** Start Envoy without waiting for the sidecar (for the sidecar-down test). */
+  noSidecar?: boolean;
+}
+
+export interface TestStack {
+  url: string;
+  engines: FakeEngine[];
+  continuationEngine?: FakeEngine;
+  sidecar?: Sidecar;
+  envoy: RunningEnvoy;
+  logs: any[];
+  /** Log records with a given decision (TRIGGERED, ATTEMPT, ...) or event. */
+  records(filter: Record<string, unknown>): any[];
+  /** Waits until a request_end record for the request id exists. */
+  waitForEnd(requestId: string, timeoutMs?: number): Promise<any>;
+  stopSidecar(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startTestStack(o: TestStackOptions = {}): Promise<TestStack> {
+  resetFaults();
+  const engines: FakeEngine[] = [];
+  for (let i = 0; i < (o.replicas ?? 2); i++) engines.push(await startFakeEngine({ ...o.engine, name: `replica-${String.fromCharCode(97 + i)}` }));
+  const continuationEngine = o.continuationReplica ? await startFakeEngine({ ...o.engine, name: 'continuation' }) : undefined;
+  const [listenPort, adminPort, egressPort, extProcPort, contEgressPort] = await freePorts(5);
+  const logs: any[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      for (const line of String(chunk).split('\n')) if (line.trim()) logs.push(JSON.parse(line));
+      cb();
+    },
+  });
+  let sidecar: Sidecar | undefined;
+  if (!o.noSidecar) {
+    const config = loadConfig({
+      CONTINUATION_MODEL: 'generic-test',
+      STALL_IDLE_TIMEOUT_SECONDS: '1',
+      ...o.env,
+      DOWNSTREAM_URL: `http://127.0.0.1:${egressPort}`,
+      ...(continuationEngine ? { CONTINUATION_URL: `http://127.0.0.1:${contEgressPort}` } : {}),
+      PORT: String(extProcPort),
+      LOG_LEVEL: o.env?.LOG_LEVEL ?? 'debug',
+    });
+    sidecar = await startSidecar(config, createLogger(config.logLevel, sink));
+  }
+  const envoy = await startEnvoy({
+    listenPort,
+    adminPort,
+    egressPort,
+    extProcHost: '127.0.0.1',
+    extProcPort,
+    routerTier: engines.map((e) => ({ host: '127.0.0.1', port: e.port })),
+    ...(continuationEngine ? { continuationEgressPort: contEgressPort, continuationTier: [{ host: '127.0.0.1', port: continuationEngine.port }] } : {}),
+    stallTimeoutSeconds: Number(o.env?.STALL_IDLE_TIMEOUT_SECONDS ?? 1),
+    maxStallSeconds: Number(o.env?.MAX_STALL_SECONDS ?? 300),
+    waitForExtProcHealthy: !o.noSidecar,
+  });
+  const records = (filter: Record<string, unknown>) => logs.filter((r) => Object.entries(filter).every(([k, v]) => r[k] === v));
+  return {
+    url: `http://127.0.0.1:${listenPort}`,
+    engines,
+    continuationEngine,
+    sidecar,
+    envoy,
+    logs,
+    records,
+    async waitForEnd(requestId, timeoutMs = 5000) {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const r = logs.find((l) => l.event === 'request_end' && l.request_id === requestId);
+        if (r) return r;
+        if (Date.now() > until) throw new Error(`no request_end record for ${requestId}`);
+        await new Promise((res) => setTimeout(res, 20));
+      }
+    },
+    async stopSidecar() {
+      await sidecar?.close();
+      sidecar = undefined;
+    },
+    async stop() {
+      await envoy.stop();
+      await sidecar?.close();
+      await Promise.all([...engines, ...(continuationEngine ? [continuationEngine] : [])].map((e) => e.close()));
+    },
+  };
+}

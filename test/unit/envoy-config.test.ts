@@ -1,0 +1,225 @@
+// The bootstrap generator: structure, validation by the real Envoy binary, and the checked-in examples.
+import { execFile } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { ensureEnvoy } from '../../src/stack/envoy-binary';
+import {
+  DEMO_CONFIG_FILES,
+  DEMO_ENVOY_OPTIONS,
+  renderEnvoyConfig,
+  renderEnvoyConfigJson,
+  repoRoot,
+  writeEnvoyConfig,
+  type EnvoyConfigOptions,
+} from '../../src/stack/envoy-config';
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+
+const base: EnvoyConfigOptions = {
+  listenPort: 18080,
+  adminPort: 19901,
+  egressPort: 18001,
+  extProcHost: '127.0.0.1',
+  extProcPort: 18051,
+  routerTier: [{ host: '127.0.0.1', port: 18090 }],
+  stallTimeoutSeconds: 20,
+  maxStallSeconds: 300,
+};
+
+let envoyBin: string;
+let tmp: string;
+
+beforeAll(async () => {
+  envoyBin = process.env.ENVOY_BIN ?? (await ensureEnvoy());
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'envoy-config-test-'));
+});
+
+afterAll(() => {
+  fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+function validate(o: EnvoyConfigOptions, name: string): Promise<{ ok: boolean; out: string }> {
+  const file = path.join(tmp, `${name}.json`);
+  writeEnvoyConfig(o, file);
+  return new Promise((resolve) => {
+    execFile(envoyBin, ['--mode', 'validate', '-c', file, '-l', 'warning'], { timeout: 60_000 }, (err, stdout, stderr) => {
+      resolve({ ok: !err, out: `${stdout}${stderr}` });
+    });
+  });
+}
+
+const listener = (cfg: any, name: string): any => cfg.static_resources.listeners.find((l: any) => l.name === name);
+const cluster = (cfg: any, name: string): any => cfg.static_resources.clusters.find((c: any) => c.name === name);
+const hcm = (l: any): any => l.filter_chains[0].filters[0].typed_config;
+const seconds = (d: string): number => {
+  expect(d).toMatch(/^\d+(\.\d+)?s$/);
+  return Number(d.slice(0, -1));
+};
+
+describe('renderEnvoyConfig passes `envoy --mode validate`', () => {
+  const cases: Array<[string, EnvoyConfigOptions]> = [
+    ['single router endpoint', base],
+    ['two router endpoints', { ...base, routerTier: [{ host: '127.0.0.1', port: 18090 }, { host: '127.0.0.2', port: 18091 }] }],
+    [
+      'continuation split',
+      { ...base, continuationEgressPort: 18002, continuationTier: [{ host: '127.0.0.1', port: 18095 }, { host: '127.0.0.1', port: 18096 }] },
+    ],
+    [
+      'hostnames',
+      {
+        ...base,
+        extProcHost: 'localhost',
+        routerTier: [{ host: 'localhost', port: 18090 }, { host: 'router.example.internal', port: 8000 }],
+        continuationEgressPort: 18002,
+        continuationTier: [{ host: 'localhost', port: 18095 }],
+        upstreamHeadersTimeoutSeconds: 60,
+        routerConnectTimeoutSeconds: 2.5,
+        listenAddress: '0.0.0.0',
+      },
+    ],
+  ];
+  it.each(cases)('%s', async (name, o) => {
+    const r = await validate(o, name.replace(/\W+/g, '-'));
+    if (!r.ok) throw new Error(`envoy --mode validate failed for ${name}:\n${r.out}`);
+    expect(r.out).toContain('OK');
+  });
+});
+
+describe('checked-in examples under envoy/', () => {
+  it.each(DEMO_CONFIG_FILES.map(([f, o]) => [f, o] as const))('%s equals the generator output (no drift)', (file, o) => {
+    const onDisk = fs.readFileSync(path.join(repoRoot(), 'envoy', file), 'utf8');
+    // Regenerate with `node dist/src/stack/envoy-config.js` after changing the generator.
+    expect(onDisk).toBe(renderEnvoyConfigJson(o));
+  });
+
+  it('the README documents the default options', () => {
+    const readme = fs.readFileSync(path.join(repoRoot(), 'envoy', 'README.md'), 'utf8');
+    for (const p of [DEMO_ENVOY_OPTIONS.listenPort, DEMO_ENVOY_OPTIONS.adminPort, DEMO_ENVOY_OPTIONS.egressPort, DEMO_ENVOY_OPTIONS.extProcPort]) {
+      expect(readme).toContain(String(p));
+    }
+  });
+});
+
+describe('renderEnvoyConfig content', () => {
+  const cfg: any = renderEnvoyConfig({ ...base, upstreamHeadersTimeoutSeconds: 60 });
+  const front = listener(cfg, 'front');
+  const egress = listener(cfg, 'egress');
+
+  it('front listener: ext_proc then router, chat route with ext_proc, other paths with ext_proc disabled', () => {
+    const h = hcm(front);
+    expect(h.http_filters.map((f: any) => f.name)).toEqual(['envoy.filters.http.ext_proc', 'envoy.filters.http.router']);
+    const ep = h.http_filters[0].typed_config;
+    expect(ep.failure_mode_allow).toBe(true);
+    expect(ep.grpc_service.envoy_grpc.cluster_name).toBe('ext_proc');
+    expect(ep.processing_mode).toEqual({
+      request_header_mode: 'SEND',
+      response_header_mode: 'SKIP',
+      request_body_mode: 'FULL_DUPLEX_STREAMED',
+      response_body_mode: 'NONE',
+      request_trailer_mode: 'SEND',
+      response_trailer_mode: 'SKIP',
+    });
+    const [chat, other] = h.route_config.virtual_hosts[0].routes;
+    expect(chat.match).toEqual({ path: '/v1/chat/completions' });
+    expect(chat.route.timeout).toBe('0s');
+    expect(chat.typed_per_filter_config).toBeUndefined();
+    expect(other.match).toEqual({ prefix: '/' });
+    expect(other.route.timeout).toBe('0s');
+    expect(other.typed_per_filter_config['envoy.filters.http.ext_proc'].disabled).toBe(true);
+    expect(h.request_timeout).toBe('0s');
+  });
+
+  it('idle timers sit above the stall budget plus the next leg\'s headers wait', () => {
+    for (const l of [front, egress]) {
+      const h = hcm(l);
+      expect(seconds(h.stream_idle_timeout)).toBeGreaterThan(300 + 60);
+      for (const r of h.route_config.virtual_hosts[0].routes) expect(seconds(r.route.idle_timeout)).toBeGreaterThan(300 + 60);
+    }
+    const tiny: any = renderEnvoyConfig({ ...base, stallTimeoutSeconds: 900, maxStallSeconds: 10 });
+    expect(seconds(hcm(listener(tiny, 'egress')).stream_idle_timeout)).toBeGreaterThan(900);
+  });
+
+  it('egress: loopback only, no ext_proc, before-headers retries to another host, flags header, no stream killers', () => {
+    expect(egress.address.socket_address.address).toBe('127.0.0.1');
+    const h = hcm(egress);
+    expect(h.http_filters.map((f: any) => f.name)).toEqual(['envoy.filters.http.router']);
+    const r = h.route_config.virtual_hosts[0].routes[0];
+    expect(r.route.cluster).toBe('router_tier');
+    expect(r.route.timeout).toBe('0s');
+    expect(r.route.max_stream_duration).toBeUndefined();
+    expect(r.route.retry_policy).toMatchObject({
+      retry_on: 'connect-failure,refused-stream,reset-before-request',
+      num_retries: 2,
+      host_selection_retry_max_attempts: 3,
+    });
+    expect(r.route.retry_policy.retry_host_predicate[0].name).toBe('envoy.retry_host_predicates.previous_hosts');
+    expect(r.route.retry_policy.per_try_idle_timeout).toBeUndefined();
+    expect(r.route.retry_policy.per_try_timeout).toBeUndefined();
+    expect(r.response_headers_to_add[0].header).toEqual({ key: 'x-gateway-upstream-flags', value: '%RESPONSE_FLAGS%' });
+    expect(JSON.stringify(cfg)).not.toContain('per_try_idle_timeout');
+  });
+
+  it('ext_proc cluster: HTTP/2, active health check, panic threshold 0, big circuit breakers', () => {
+    const c = cluster(cfg, 'ext_proc');
+    expect(c.type).toBe('STATIC');
+    expect(c.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config).toEqual({
+      http2_protocol_options: {},
+    });
+    expect(c.common_lb_config.healthy_panic_threshold).toEqual({ value: 0 });
+    expect(c.health_checks[0]).toMatchObject({ interval: '1s', unhealthy_threshold: 1, healthy_threshold: 1, no_traffic_interval: '1s' });
+    expect(c.health_checks[0].tcp_health_check).toEqual({});
+    expect(c.circuit_breakers.thresholds[0].max_requests).toBeGreaterThanOrEqual(10000);
+    expect(c.circuit_breakers.thresholds[0].max_pending_requests).toBeGreaterThanOrEqual(10000);
+  });
+
+  it('router tier: STATIC for IPs, STRICT_DNS V4_ONLY for hostnames, HTTP/1.1, outlier detection', () => {
+    const c = cluster(cfg, 'router_tier');
+    expect(c.type).toBe('STATIC');
+    expect(c.connect_timeout).toBe('5s');
+    expect(c.lb_policy).toBe('ROUND_ROBIN');
+    expect(c.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config).toEqual({
+      http_protocol_options: {},
+    });
+    expect(c.outlier_detection).toMatchObject({
+      consecutive_5xx: 5,
+      consecutive_gateway_failure: 3,
+      interval: '5s',
+      base_ejection_time: '15s',
+      max_ejection_percent: 50,
+    });
+    expect(c.circuit_breakers.thresholds[0]).toMatchObject({ max_connections: 10000, max_pending_requests: 10000, max_requests: 10000, max_retries: 3 });
+    const dns: any = renderEnvoyConfig({ ...base, routerTier: [{ host: 'localhost', port: 1 }, { host: '10.0.0.1', port: 2 }], routerConnectTimeoutSeconds: 2 });
+    const d = cluster(dns, 'router_tier');
+    expect(d.type).toBe('STRICT_DNS');
+    expect(d.dns_lookup_family).toBe('V4_ONLY');
+    expect(d.connect_timeout).toBe('2s');
+    expect(d.load_assignment.endpoints[0].lb_endpoints).toHaveLength(2);
+  });
+
+  it('continuation split adds a second egress listener and cluster; admin is loopback', () => {
+    const c: any = renderEnvoyConfig({ ...base, continuationEgressPort: 18002, continuationTier: [{ host: '127.0.0.1', port: 18095 }] });
+    const l = listener(c, 'continuation_egress');
+    expect(l.address.socket_address).toEqual({ address: '127.0.0.1', port_value: 18002 });
+    expect(hcm(l).route_config.virtual_hosts[0].routes[0].route.cluster).toBe('continuation_tier');
+    expect(cluster(c, 'continuation_tier').load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value).toBe(18095);
+    expect(listener(cfg, 'continuation_egress')).toBeUndefined();
+    expect(cfg.admin.address.socket_address.address).toBe('127.0.0.1');
+  });
+
+  it('the access log carries flags and codes but no header values or bodies', () => {
+    const fmt: string = hcm(front).access_log[0].typed_config.log_format.text_format_source.inline_string;
+    expect(fmt).toContain('%RESPONSE_FLAGS%');
+    expect(fmt).toContain('%RESPONSE_CODE%');
+    expect(fmt).not.toMatch(/%(REQ|RESP)\((?!:METHOD\))/);
+    expect(fmt).not.toMatch(/BODY/);
+  });
+
+  it('rejects bad options with a clear message', () => {
+    expect(() => renderEnvoyConfig({ ...base, routerTier: [] })).toThrow(/routerTier/);
+    expect(() => renderEnvoyConfig({ ...base, listenPort: 0 })).toThrow(/listenPort/);
+    expect(() => renderEnvoyConfig({ ...base, egressPort: base.listenPort })).toThrow(/distinct/);
+    expect(() => renderEnvoyConfig({ ...base, continuationEgressPort: 18002 })).toThrow(/continuationTier/);
+    expect(() => renderEnvoyConfig({ ...base, maxStallSeconds: 0 })).toThrow(/maxStallSeconds/);
+  });
+});
