@@ -16,7 +16,7 @@ const bool = (def: boolean) =>
       return z.NEVER;
     });
 
-const num = (def: number, opts: { min?: number; int?: boolean; positive?: boolean } = {}) =>
+const num = (def: number, opts: { min?: number; max?: number; int?: boolean; positive?: boolean } = {}) =>
   z
     .string()
     .optional()
@@ -27,14 +27,22 @@ const num = (def: number, opts: { min?: number; int?: boolean; positive?: boolea
         !Number.isFinite(n) ||
         (opts.int && !Number.isInteger(n)) ||
         (opts.positive && n <= 0) ||
-        (opts.min !== undefined && n < opts.min);
+        (opts.min !== undefined && n < opts.min) ||
+        (opts.max !== undefined && n > opts.max);
       if (bad) {
         const what = opts.positive ? 'a positive' : opts.min !== undefined ? `a >= ${opts.min}` : 'a';
-        ctx.addIssue({ code: 'custom', message: `expected ${what} ${opts.int ? 'integer' : 'number'}, got ${JSON.stringify(v)}` });
+        const upTo = opts.max !== undefined ? ` <= ${opts.max}` : '';
+        ctx.addIssue({ code: 'custom', message: `expected ${what} ${opts.int ? 'integer' : 'number'}${upTo}, got ${JSON.stringify(v)}` });
         return z.NEVER;
       }
       return n;
     });
+
+/**
+ * The longest timer Node can arm, in whole seconds: setTimeout() with more than 2^31-1 ms fires after 1 ms
+ * (TimeoutOverflowWarning), so a huge "never" value would turn into an instant timeout.
+ */
+const MAX_TIMER_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
 
 const httpUrl = z
   .string()
@@ -54,6 +62,18 @@ const httpUrl = z
     return v.replace(/\/+$/, '');
   });
 
+/** An optional http(s) URL: unset or blank = undefined; a bad value is reported like DOWNSTREAM_URL's. */
+const optionalHttpUrl = z
+  .string()
+  .optional()
+  .transform((v, ctx) => {
+    if (v === undefined || v.trim() === '') return undefined;
+    const r = httpUrl.safeParse(v);
+    if (r.success) return r.data;
+    for (const issue of r.error.issues) ctx.addIssue({ code: 'custom', message: issue.message });
+    return z.NEVER;
+  });
+
 const optionalString = z
   .string()
   .optional()
@@ -61,7 +81,7 @@ const optionalString = z
 
 const schema = z.object({
   DOWNSTREAM_URL: httpUrl,
-  CONTINUATION_URL: z.union([z.undefined(), z.literal(''), httpUrl]).transform((v) => (v ? v : undefined)),
+  CONTINUATION_URL: optionalHttpUrl,
   CONTINUATION_MODEL: optionalString,
   CONTINUATION_ENGINE: z
     .string()
@@ -69,11 +89,11 @@ const schema = z.object({
     .transform((v) => (v ?? 'sglang').trim().toLowerCase())
     .pipe(z.enum(['sglang', 'vllm'], { message: 'expected sglang or vllm' })),
   CONTINUATION_ENABLED: bool(true),
-  STALL_IDLE_TIMEOUT_SECONDS: num(20, { positive: true }),
+  STALL_IDLE_TIMEOUT_SECONDS: num(20, { positive: true, max: MAX_TIMER_SECONDS }),
   MAX_STALL_SECONDS: num(300, { positive: true }),
-  CONNECT_TIMEOUT_SECONDS: num(30, { positive: true }),
-  UPSTREAM_HEADERS_TIMEOUT_SECONDS: num(60, { positive: true }),
-  FIRST_DELTA_TIMEOUT_SECONDS: num(0, { min: 0 }),
+  CONNECT_TIMEOUT_SECONDS: num(30, { positive: true, max: MAX_TIMER_SECONDS }),
+  UPSTREAM_HEADERS_TIMEOUT_SECONDS: num(60, { positive: true, max: MAX_TIMER_SECONDS }),
+  FIRST_DELTA_TIMEOUT_SECONDS: num(0, { min: 0, max: MAX_TIMER_SECONDS }),
   MAX_ATTEMPTS: num(2, { int: true, min: 1 }),
   RECOVERY_MAX_CONCURRENT: num(64, { int: true, min: 0 }),
   RECOVERY_BUDGET_PERCENT: num(20, { min: 0 }),
@@ -81,10 +101,11 @@ const schema = z.object({
   MAX_REQUEST_BODY_MB: num(100, { positive: true }),
   CJK_CHARS_PER_TOKEN: num(1.6, { positive: true }),
   OTHER_CHARS_PER_TOKEN: num(4.0, { positive: true }),
+  TOKENIZE_URL: z.union([z.undefined(), z.literal(''), httpUrl]).transform((v) => (v ? v : undefined)),
   BUFFER_TOOL_CALLS: bool(false),
   BUFFER_STRUCTURED_OUTPUT: bool(false),
-  UNREACHABLE_STATUS: num(429, { int: true, min: 400 }),
-  PORT: num(50051, { int: true, min: 0 }),
+  UNREACHABLE_STATUS: num(429, { int: true, min: 400, max: 599 }),
+  PORT: num(50051, { int: true, min: 0, max: 65535 }),
   HOST: z.string().optional().transform((v) => v?.trim() || '127.0.0.1'),
   LOG_LEVEL: z
     .string()
@@ -115,6 +136,8 @@ export interface GatewayConfig {
   readonly maxRequestBodyBytes: number;
   readonly cjkCharsPerToken: number;
   readonly otherCharsPerToken: number;
+  /** The engine's /tokenize endpoint for exact accounting; unset = character estimate. */
+  readonly tokenizeUrl: string | undefined;
   readonly bufferToolCalls: boolean;
   readonly bufferStructuredOutput: boolean;
   readonly unreachableStatus: number;
@@ -164,6 +187,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     maxRequestBodyBytes: Math.floor(e.MAX_REQUEST_BODY_MB * MB),
     cjkCharsPerToken: e.CJK_CHARS_PER_TOKEN,
     otherCharsPerToken: e.OTHER_CHARS_PER_TOKEN,
+    tokenizeUrl: e.TOKENIZE_URL,
     bufferToolCalls: e.BUFFER_TOOL_CALLS,
     bufferStructuredOutput: e.BUFFER_STRUCTURED_OUTPUT,
     unreachableStatus: e.UNREACHABLE_STATUS,

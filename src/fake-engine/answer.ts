@@ -24,7 +24,9 @@ const WORDS = [
 const PUNCT = [',', '.', ':', '!', '\n'];
 const CJK = ['你好', '世界', '模型', '续写', '流式'];
 const EMOJI = ['🙂', '🚀', '✨'];
-registerVocabulary([...OPENERS, ...WORDS, ...PUNCT, ...CJK, ...EMOJI]);
+// Structured output (response_format json_*): the content is one JSON document, cut into these tokens.
+const JSON_TOKENS = ['{"', 'summary', '":', ' "', '",', ' "', 'count', '":', ' ', '}'];
+registerVocabulary([...OPENERS, ...WORDS, ...PUNCT, ...CJK, ...EMOJI, ...JSON_TOKENS, '"', '"count', ',']);
 
 /** mulberry32: tiny seeded PRNG, good enough to make answers look varied. */
 function prng(seed: number): () => number {
@@ -72,14 +74,22 @@ export function conversationSeed(messages: any[]): number {
   return fnv1a(JSON.stringify(withoutTrailingAssistant(messages)));
 }
 
-export function answerFor(messages: any[], size?: AnswerSize): Answer {
+/** A JSON document of about n tokens: {"summary": "<words>", "count": <n>} (valid only when complete). */
+function jsonPart(rnd: () => number, n: number): string[] {
+  const words: string[] = [];
+  for (let i = 0; i < Math.max(1, n - 10); i++) words.push(pick(rnd, WORDS));
+  return ['{"', 'summary', '":', ' "', ...words, '",', ' "', 'count', '":', ' ', String(words.length), '}'];
+}
+
+export function answerFor(messages: any[], size?: AnswerSize, json = false): Answer {
   const rnd = prng(conversationSeed(messages));
   // Draw the natural sizes even when forced, so the rest of the random sequence does not depend on it.
   const naturalR = 20 + Math.floor(rnd() * 21);
   const naturalC = 20 + Math.floor(rnd() * 41);
   const r = size ? size.reasoning : naturalR;
   const c = size ? size.content : naturalC;
-  return { reasoningTokens: part(rnd, r), contentTokens: part(rnd, c) };
+  const reasoningTokens = part(rnd, r);
+  return { reasoningTokens, contentTokens: json ? jsonPart(rnd, c) : part(rnd, c) };
 }
 
 export function promptTokenCount(messages: any[]): number {

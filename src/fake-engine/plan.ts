@@ -81,7 +81,8 @@ export function planRequest(
   const size = parseSize(headers['x-fake-answer-tokens']);
   if (size === 'bad') return bad('fake-engine: x-fake-answer-tokens must be "R,C"');
 
-  const answer = answerFor(messages, size);
+  const rf = body.response_format?.type;
+  const answer = answerFor(messages, size, rf === 'json_object' || rf === 'json_schema');
   const noThinking = thinkingDisabled(body);
   const tool = chosenTool(body);
   const toolCall = tool ? toolCallFor(messages, tool) : undefined;

@@ -19,7 +19,7 @@ const budgetValue = (v: unknown): number => (typeof v === 'number' ? v : typeof 
 export function planContinuationRequest(
   original: any,
   state: { reasoning: string; content: string; toolCallsSeen: boolean },
-  cfg: { continuationModel: string; engine: 'sglang' | 'vllm'; rates: { cjk: number; other: number } },
+  cfg: { continuationModel: string; engine: 'sglang' | 'vllm'; rates: { cjk: number; other: number }; recovered?: Recovered },
 ): Leg2Plan {
   // The two exclusions the reference makes before attempting (guarded()): a tool call the client has
   // seen cannot be continued (continue_final_message has no "tool call in progress" state), and with no
@@ -27,7 +27,8 @@ export function planContinuationRequest(
   const kase = classifyCase(state.toolCallsSeen, state.reasoning, state.content);
   if (kase === 'tool-call-seen' || kase === 'no-recoverable-content') return { kind: 'skip', reason: kase };
 
-  const recovered = estimateRecovered(original, state.reasoning, state.content, cfg.rates);
+  // An exact count (TOKENIZE_URL) when the caller has one, else the reference's character estimate.
+  const recovered = cfg.recovered ?? estimateRecovered(original, state.reasoning, state.content, cfg.rates);
 
   // Only the budget fields the client set are reduced; none is invented when the client set none (no
   // limit means no limit on leg2 either). Both get the same remaining value, as in the reference, so the

@@ -98,7 +98,10 @@ export class RecoveryBudget {
   constructor(private readonly maxConcurrent: number, private readonly percent: number) {}
 
   allowed(): number {
-    return Math.min(this.maxConcurrent, Math.ceil((this.percent * this.activeStreams) / 100));
+    // The epsilon absorbs binary floating-point error with fractional percents: 2.2% of 1500 streams is
+    // 33.00000000000001 in doubles, and a bare ceil would grant a 34th slot.
+    const share = Math.ceil((this.percent * this.activeStreams) / 100 - 1e-9);
+    return Math.max(0, Math.min(this.maxConcurrent, share));
   }
 
   /** Takes a recovery slot; returns a release function, or null (counted) when the budget is spent. */

@@ -25,6 +25,11 @@ export function legRequestHeaders(client: Record<string, string>, requestId: str
     out[k] = v;
   }
   if (requestId) out['x-request-id'] = requestId;
+  // The gateway parses the leg's bytes as SSE and undici's request() never decompresses: a client's
+  // `accept-encoding: gzip` forwarded as is would let a compressing engine or router tier hand us gzip
+  // bytes that no event boundary can be found in. Ask for the identity coding explicitly (an absent
+  // header would mean "any coding is acceptable").
+  out['accept-encoding'] = 'identity';
   out['content-type'] = client['content-type']?.includes('json') ? client['content-type'] : 'application/json';
   return out;
 }
@@ -53,4 +58,15 @@ export function isRouterTierUnreachable(upstream: Record<string, string | string
   const raw = upstream[UPSTREAM_FLAGS_HEADER];
   const flags = (Array.isArray(raw) ? raw.join(',') : raw ?? '').split(/[,\s]+/);
   return flags.some((f) => ['UF', 'URX', 'UH', 'UO', 'NC'].includes(f));
+}
+
+/**
+ * True when Envoy's egress answered for a replica that reset or closed the connection before sending
+ * response headers (UC upstream connection termination, UR upstream remote reset, LR local reset): the
+ * request may be re-run, nothing was produced.
+ */
+export function isResetBeforeHeaders(upstream: Record<string, string | string[] | undefined>): boolean {
+  const raw = upstream[UPSTREAM_FLAGS_HEADER];
+  const flags = (Array.isArray(raw) ? raw.join(',') : raw ?? '').split(/[,\s]+/);
+  return flags.some((f) => ['UC', 'UR', 'LR'].includes(f));
 }

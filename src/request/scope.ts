@@ -12,10 +12,11 @@ export type ScopeSkipReason =
   | 'structured-output'
   | 'body-too-large'
   | 'vllm-multimodal'
-  | 'continuation-model-unset';
+  | 'continuation-model-unset'
+  | 'multiple-choices';
 
 export type ScopeDecision =
-  | { inScope: true; payload: any; multimodal: boolean; bodyBytes: number }
+  | { inScope: true; payload: any; multimodal: boolean; bodyBytes: number; structured: boolean }
   | { inScope: false; reason: ScopeSkipReason; detail?: string };
 
 // Validation only: the result is discarded and the parsed payload is what we keep, so nothing the client
@@ -39,7 +40,7 @@ const skip = (reason: ScopeSkipReason, detail?: string): ScopeDecision => (detai
 
 export function decideScope(
   raw: Buffer,
-  cfg: { continuationModel: string | undefined; engine: 'sglang' | 'vllm'; maxContinuationBodyBytes: number },
+  cfg: { continuationModel: string | undefined; engine: 'sglang' | 'vllm'; maxContinuationBodyBytes: number; bufferStructuredOutput?: boolean },
 ): ScopeDecision {
   // Invalid JSON (or invalid UTF-8, or a BOM, which Python's json.loads also rejects): the engine answers
   // the client's mistake, never us.
@@ -60,10 +61,14 @@ export function decideScope(
   // assumes exactly two legs.
   if (payload.continue_final_message) return skip('client-continue-final-message');
   if (!cfg.continuationModel || cfg.continuationModel.trim() === '') return skip('continuation-model-unset');
+  // Only choice 0 is tracked and continued; n > 1 streams interleave choices we could not stitch.
+  if (payload.n != null && payload.n !== 1) return skip('multiple-choices', `n=${String(payload.n)}`);
   const rf = payload.response_format;
-  if (rf !== null && typeof rf === 'object' && STRUCTURED_FORMATS.has(rf.type)) return skip('structured-output', `response_format.type=${rf.type}`);
-  const constraint = CONSTRAINT_FIELDS.find((f) => payload[f] != null);
-  if (constraint) return skip('structured-output', constraint);
+  const structuredBy =
+    rf !== null && typeof rf === 'object' && STRUCTURED_FORMATS.has(rf.type) ? `response_format.type=${rf.type}` : CONSTRAINT_FIELDS.find((f) => payload[f] != null);
+  // BUFFER_STRUCTURED_OUTPUT: the document is held until it is complete, so a failure is re-run whole
+  // instead of continued; without it, structured output is not ours to touch.
+  if (structuredBy && !cfg.bufferStructuredOutput) return skip('structured-output', structuredBy);
   // The parsed payload is held for the whole stream and re-sent in leg2: large (typically image) bodies
   // are not worth it.
   if (raw.length > cfg.maxContinuationBodyBytes) return skip('body-too-large', `${raw.length} bytes`);
@@ -74,5 +79,5 @@ export function decideScope(
   // through each model's own template).
   if (cfg.engine === 'vllm' && multimodal) return skip('vllm-multimodal');
 
-  return { inScope: true, payload, multimodal, bodyBytes: raw.length };
+  return { inScope: true, payload, multimodal, bodyBytes: raw.length, structured: structuredBy !== undefined };
 }

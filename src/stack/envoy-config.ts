@@ -52,6 +52,8 @@ export interface EnvoyConfigOptions {
   listenAddress?: string;
   /** Extra seconds added on top of the stall budget for Envoy's idle timers (default 60). */
   idleMarginSeconds?: number;
+  /** Request bodies up to this size stay retryable on the egress routes (default 16 MiB). */
+  retryBufferLimitBytes?: number;
 }
 
 /** The options the checked-in example envoy/envoy.demo.json is rendered from (documented in envoy/README.md). */
@@ -64,6 +66,8 @@ export const DEMO_ENVOY_OPTIONS: EnvoyConfigOptions = Object.freeze({
   routerTier: [{ host: '127.0.0.1', port: 8000 }],
   stallTimeoutSeconds: 20,
   maxStallSeconds: 300,
+  // The sidecar's UPSTREAM_HEADERS_TIMEOUT_SECONDS default, as `npm run stack` passes it.
+  upstreamHeadersTimeoutSeconds: 60,
 }) as EnvoyConfigOptions;
 
 /** DEMO_ENVOY_OPTIONS plus a separate continuation router (rendered into envoy/envoy.demo-continuation.json). */
@@ -351,7 +355,7 @@ function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
 }
 
 /** An egress listener: the sidecar's legs go through it to a router-tier cluster. */
-function egressListener(name: string, port: number, cluster: string, idleTimeout: string): object {
+function egressListener(name: string, port: number, cluster: string, idleTimeout: string, retryBufferLimitBytes: number): object {
   return {
     name,
     // Loopback only: this listener has no ext_proc filter and trusts its caller (the sidecar).
@@ -400,6 +404,11 @@ function egressListener(name: string, port: number, cluster: string, idleTimeout
                             host_selection_retry_max_attempts: 3,
                           },
                         },
+                        // A retry re-sends the request body, so the router keeps a copy; past the buffer limit
+                        // it silently disables retries for that request (observed: a 3 MiB body to a dead
+                        // replica got 503 UF with the 1 MiB default). Chat bodies with long histories or
+                        // images exceed 1 MiB; memory use is the actual body size, not the limit.
+                        request_body_buffer_limit: retryBufferLimitBytes,
                         // Lets the sidecar tell Envoy's own reply ("router tier unreachable": flags such as UF,
                         // URX, UH, UO) from the router's own 5xx ("-"). OVERWRITE so an upstream cannot forge it.
                         // Verified on Envoy 1.40: route response_headers_to_add also applies to the router's
@@ -453,11 +462,16 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
   const idleSeconds = stallBudget + (o.upstreamHeadersTimeoutSeconds ?? 0) + (o.idleMarginSeconds ?? 60);
   const idleTimeout = secs(idleSeconds);
 
-  const listeners: object[] = [frontListener(o, idleTimeout), egressListener('egress', o.egressPort, ROUTER_CLUSTER, idleTimeout)];
+  const retryBuffer = o.retryBufferLimitBytes ?? 16 * 1024 * 1024;
+  if (!Number.isInteger(retryBuffer) || retryBuffer <= 0) throw new Error(`renderEnvoyConfig: retryBufferLimitBytes must be a positive integer`);
+  const listeners: object[] = [
+    frontListener(o, idleTimeout),
+    egressListener('egress', o.egressPort, ROUTER_CLUSTER, idleTimeout, retryBuffer),
+  ];
   const clusters: object[] = [routerCluster(ROUTER_CLUSTER, o.routerTier, o.routerConnectTimeoutSeconds ?? 5)];
   if (withContinuation) {
     listeners.push(
-      egressListener('continuation_egress', o.continuationEgressPort as number, CONTINUATION_CLUSTER, idleTimeout),
+      egressListener('continuation_egress', o.continuationEgressPort as number, CONTINUATION_CLUSTER, idleTimeout, retryBuffer),
     );
     clusters.push(routerCluster(CONTINUATION_CLUSTER, o.continuationTier as UpstreamHost[], o.routerConnectTimeoutSeconds ?? 5));
   }

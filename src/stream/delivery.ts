@@ -26,6 +26,11 @@ export class Delivery {
     this.held.push(buf);
   }
 
+  /** Drop held body bytes but keep the attempt's headers. */
+  discardHeldBody(): void {
+    this.held = [];
+  }
+
   /** Forget what a failed attempt produced (nothing of it reached the client). */
   discardAttempt(): void {
     this.held = [];

@@ -21,6 +21,8 @@ export interface Leg2RelayInput {
   recovered: Recovered;
   multimodal: boolean;
   clientWantsUsage: boolean;
+  /** Reported in usage.continuation (an extra field clients may ignore). */
+  accounting: { legs: number; method: 'tokenize' | 'estimate' };
   isGone: () => boolean;
   onFirstByte: () => void;
 }
@@ -90,6 +92,7 @@ export async function relayLeg2(i: Leg2RelayInput): Promise<Leg2Outcome> {
           multimodal: i.multimodal,
         });
         if (!i.clientWantsUsage && rewritten.usage) delete rewritten.usage;
+        if (rewritten.usage) rewritten.usage.continuation = { legs: i.accounting.legs, recovered_tokens: i.recovered.totalRecovered, method: i.accounting.method };
         out.push(Buffer.from(`data: ${JSON.stringify(rewritten)}\n\n`));
       }
       if (out.length) await i.delivery.write(Buffer.concat(out));

@@ -6,15 +6,16 @@
 // Every upstream leg is fenced when superseded: its request is aborted (the replica frees the slot) and no
 // byte it still sends reaches the client.
 import type { ClientStream } from '../extproc/client-stream';
-import { clientResponseHeaders, isRouterTierUnreachable, legRequestHeaders } from '../request/forward-headers';
+import { clientResponseHeaders, isResetBeforeHeaders, isRouterTierUnreachable, legRequestHeaders } from '../request/forward-headers';
 import { planContinuationRequest } from '../recovery/continuation-request';
 import { interruptionEvent, DONE_EVENT } from '../recovery/interruption';
 import { decideOnSilence, decidePostCommit, decidePreCommit, type FailureKind } from '../recovery/planner';
 import { classifyCase, familyFor } from '../recovery/prefix-builders';
 import { estimateTokens, type Recovered } from '../recovery/token-estimate';
-import { StreamTracker } from '../sse/tracker';
+import { StreamTracker, type ObservedEvent } from '../sse/tracker';
 import { LegOpenError, type LegResponse } from '../upstream/client';
 import { LegReader } from '../upstream/leg-reader';
+import { countRecovered } from '../upstream/tokenizer';
 import type { Logger } from '../obs/logger';
 import type { GatewayContext } from './context';
 import { Delivery } from './delivery';
@@ -27,6 +28,8 @@ export interface InScopeRequest {
   rawBody: Buffer;
   payload: any;
   multimodal: boolean;
+  /** response_format json_*: held whole until finish (BUFFER_STRUCTURED_OUTPUT), re-run on failure. */
+  structured: boolean;
 }
 
 export type Phase = 'prefill' | 'decode' | 'done' | 'interrupted';
@@ -34,7 +37,15 @@ export type Phase = 'prefill' | 'decode' | 'done' | 'interrupted';
 /** How one leg ended, from the state machine's point of view. */
 export type LegOutcome =
   | { type: 'finished' } // finish_reason seen and the stream ended
-  | { type: 'failed'; failure: FailureKind; detail?: string; failingEvent?: Buffer }
+  | {
+      type: 'failed';
+      failure: FailureKind;
+      detail?: string;
+      failingEvent?: Buffer;
+      heldToolCall?: Buffer;
+      /** Envoy's own answer for a reset before headers, passed on unchanged if no retry follows. */
+      envoyAnswer?: { status: number; headers: Record<string, string>; body: Buffer };
+    }
   | { type: 'responded' } // a non-streaming answer (error status) was passed through
   | { type: 'gone' }; // the client left
 
@@ -56,6 +67,7 @@ export class OriginatedResponse {
   private outcome = 'in-progress';
   private reason: string | undefined;
   private recovered: Recovered | null = null;
+  private countMethod: 'tokenize' | 'estimate' = 'estimate';
 
   constructor(private readonly ctx: GatewayContext, client: ClientStream, private readonly req: InScopeRequest) {
     this.delivery = new Delivery(client);
@@ -98,7 +110,7 @@ export class OriginatedResponse {
       if (out.type === 'gone' || this.gone) return;
       if (out.type === 'finished') return this.setOutcome(this.attempt > 1 ? 'completed-after-retry' : 'completed');
       if (out.type === 'responded') return this.setOutcome('passed-through-status');
-      if (this.delivery.committed) return await this.onPostCommitFailure(out.failure, out.detail);
+      if (this.delivery.committed) return await this.onPostCommitFailure(out);
       let d = decidePreCommit({ failure: out.failure, attempt: this.attempt, maxAttempts: this.ctx.config.maxAttempts, recoveryAllowed: true });
       // The budget is asked only when a retry is otherwise allowed, and one slot covers every retry of
       // this request (released when the request ends).
@@ -158,6 +170,10 @@ export class OriginatedResponse {
         res.body.destroy();
         return await this.routerUnreachable(`router-tier-unreachable:${String(res.headers['x-gateway-upstream-flags'])}`);
       }
+      if (isResetBeforeHeaders(res.headers)) {
+        const body = await readSmall(res.body);
+        return { type: 'failed', failure: 'reset', detail: `reset-before-headers:${String(res.headers['x-gateway-upstream-flags'])}`, envoyAnswer: { status: res.status, headers: clientResponseHeaders(res.headers), body } };
+      }
       // Anything but an event stream is passed through unchanged (the engine's own 4xx/5xx, say).
       await relayVerbatim(this.delivery, res, () => this.gone);
       return this.gone ? { type: 'gone' } : { type: 'responded' };
@@ -172,6 +188,7 @@ export class OriginatedResponse {
     const legStart = Date.now();
     let lastByte = legStart;
     let stalledMs = 0;
+    let toolHold: { raw: Buffer[]; obs: ObservedEvent[] } | null = null;
     const periodMs = (): number => {
       if (!this.delivery.committed && cfg.firstDeltaTimeoutMs > 0) return Math.min(cfg.stallIdleTimeoutMs, cfg.firstDeltaTimeoutMs);
       return cfg.stallIdleTimeoutMs;
@@ -196,14 +213,14 @@ export class OriginatedResponse {
             firstDeltaTimeoutMs: cfg.firstDeltaTimeoutMs,
             sinceLegStartMs: now - legStart,
           });
-          if (d.action === 'fail') return { type: 'failed', failure: d.failure };
+          if (d.action === 'fail') return { type: 'failed', failure: d.failure, heldToolCall: toolHold ? Buffer.concat(toolHold.raw) : undefined };
           this.log.warn({ decision: 'WAITING', leg: 1, silent_ms: now - lastByte, tool_call_seen: this.tracker.toolCallsSeen, first_delta_sent: this.delivery.committed }, 'leg1 silent but not actionable, continuing to wait');
           continue;
         }
         if (r.type === 'end' || r.type === 'reset') {
           if (this.tracker.finished) return await this.endAfterFinish(r.type === 'end' ? 'eof' : 'reset-after-finish');
           const detail = r.type === 'reset' ? errorCode(r.error) : reader.partialBytes ? `eof-mid-event(${reader.partialBytes}B)` : 'clean-eof';
-          return { type: 'failed', failure: r.type === 'end' ? 'eof' : 'reset', detail };
+          return { type: 'failed', failure: r.type === 'end' ? 'eof' : 'reset', detail, heldToolCall: toolHold ? Buffer.concat(toolHold.raw) : undefined };
         }
         lastByte = Date.now();
         const out: Buffer[] = [];
@@ -212,21 +229,62 @@ export class OriginatedResponse {
           if (o.kind === 'malformed') {
             this.tracker.malformed++;
             this.ctx.metrics.inc('gateway_malformed_events_total');
+            this.log.warn({ decision: 'MALFORMED_EVENT', bytes: ev.raw.length }, 'malformed SSE event skipped');
             continue;
           }
-          if (o.kind === 'error') return await this.flushThen(out, { type: 'failed', failure: 'error-event', failingEvent: ev.raw });
-          if (o.kind === 'chunk' && o.finishReason === 'abort') return await this.flushThen(out, { type: 'failed', failure: 'abort-finish', failingEvent: ev.raw });
-          this.tracker.apply(o);
-          if (!this.delivery.committed) {
-            this.delivery.hold(ev.raw);
-            if (o.hasDelta || o.finishReason !== null || o.kind === 'done' || o.usage) await this.commit();
-          } else out.push(ev.raw);
+          const failure: FailureKind | null = o.kind === 'error' ? 'error-event' : o.kind === 'chunk' && o.finishReason === 'abort' ? 'abort-finish' : null;
+          if (failure) {
+            const heldToolCall = toolHold ? Buffer.concat(toolHold.raw) : undefined;
+            return await this.flushThen(out, { type: 'failed', failure, failingEvent: ev.raw, heldToolCall });
+          }
+          if (toolHold) {
+            toolHold.raw.push(ev.raw);
+            toolHold.obs.push(o);
+            if (o.finishReason !== null || o.kind === 'done') {
+              await this.deliverEvents(Buffer.concat(toolHold.raw), toolHold.obs, out);
+              toolHold = null;
+            }
+            continue;
+          }
+          if (o.toolCall && this.bufferToolCalls) {
+            // BUFFER_TOOL_CALLS: a tool call cannot be continued part-way, so it is held until complete;
+            // if the leg dies meanwhile, the continuation starts from the state before it.
+            toolHold = { raw: [ev.raw], obs: [o] };
+            if (o.finishReason !== null) {
+              await this.deliverEvents(ev.raw, toolHold.obs, out);
+              toolHold = null;
+            }
+            continue;
+          }
+          await this.deliverEvents(ev.raw, [o], out);
         }
         if (out.length) await this.delivery.write(out.length === 1 ? out[0] : Buffer.concat(out));
       }
     } finally {
       reader.fence();
     }
+  }
+
+  private get bufferToolCalls(): boolean {
+    // Holding only buys something when a continuation can follow (reference: BUFFER_TOOL_CALLS needs
+    // CONTINUATION_ENABLED=true; otherwise plain pass-through).
+    return this.ctx.config.bufferToolCalls && this.ctx.config.continuationEnabled;
+  }
+
+  /**
+   * Hands events to the client side: before the commit point they are held by Delivery, and the commit
+   * happens at the first delta (or, for held structured output, at the finish).
+   */
+  private async deliverEvents(raw: Buffer, obs: ObservedEvent[], out: Buffer[]): Promise<void> {
+    for (const o of obs) this.tracker.apply(o);
+    if (this.delivery.committed) {
+      out.push(raw);
+      return;
+    }
+    this.delivery.hold(raw);
+    const complete = obs.some((o) => o.finishReason !== null || o.kind === 'done');
+    const delta = obs.some((o) => o.hasDelta || o.usage);
+    if (this.req.structured ? complete : delta || complete) await this.commit();
   }
 
   private async flushThen(out: Buffer[], outcome: LegOutcome): Promise<LegOutcome> {
@@ -264,6 +322,14 @@ export class OriginatedResponse {
     this.phase = 'interrupted';
     this.setOutcome('failed-before-first-delta', `${out.failure}:${reason}`);
     this.log.warn({ decision: 'PASSTHROUGH_FAILURE', failure: out.failure, detail: out.detail, reason }, 'failure before the first delta passed through');
+    if (this.req.structured) {
+      // Held structured output is never released incomplete: one valid document or the error.
+      this.delivery.discardHeldBody();
+      await this.delivery.end(interruptionEvent({ requestId: this.requestId, deliveredOutputTokens: 0, reason: `${out.failure}:${reason}`, partialOutput: false }));
+      return;
+    }
+    if (out.envoyAnswer) return await this.delivery.respond(out.envoyAnswer.status, out.envoyAnswer.headers, out.envoyAnswer.body);
+    if (out.heldToolCall) this.delivery.hold(out.heldToolCall);
     if (!this.attemptHadHeaders) {
       const status = out.failure === 'headers-timeout' ? 504 : 502;
       const body = JSON.stringify({ error: { message: `upstream failed before responding (${out.failure})`, type: 'server_error', code: out.failure === 'headers-timeout' ? 'upstream_timeout' : 'upstream_failed', request_id: this.requestId ?? null } });
@@ -288,7 +354,8 @@ export class OriginatedResponse {
     }
   }
 
-  private async onPostCommitFailure(failure: FailureKind, detail?: string): Promise<void> {
+  private async onPostCommitFailure(out: Extract<LegOutcome, { type: 'failed' }>): Promise<void> {
+    const { failure, detail } = out;
     const cfg = this.ctx.config;
     const t = this.tracker;
     const kase = classifyCase(t.toolCallsSeen, t.reasoning, t.content);
@@ -305,6 +372,11 @@ export class OriginatedResponse {
     };
     let d = decidePostCommit(input);
     if (d.action === 'continue' && !this.takeRecoverySlot()) d = decidePostCommit({ ...input, recoveryAllowed: false });
+    if (out.heldToolCall) {
+      this.log.info({ decision: d.action === 'continue' ? 'HELD_TOOL_CALL_DISCARDED' : 'HELD_TOOL_CALL_RELEASED', bytes: out.heldToolCall.length }, 'tool call held at the failure');
+      // Nothing recoverable before the tool call: release what was held (reference), then the contract.
+      if (d.action === 'interrupt') await this.delivery.write(out.heldToolCall);
+    }
     if (d.action === 'interrupt') {
       if (d.reason === 'continuation-disabled') this.log.info({ decision: 'SKIPPED', reason: d.reason, case: kase }, 'dry run: continuation detected but CONTINUATION_ENABLED=false');
       return await this.interrupt(d.reason);
@@ -314,11 +386,13 @@ export class OriginatedResponse {
 
   private async continueFromPrefix(): Promise<void> {
     const cfg = this.ctx.config;
-    const plan = planContinuationRequest(this.req.payload, this.tracker, {
-      continuationModel: cfg.continuationModel ?? '',
-      engine: cfg.engine,
-      rates: { cjk: cfg.cjkCharsPerToken, other: cfg.otherCharsPerToken },
-    });
+    const rates = { cjk: cfg.cjkCharsPerToken, other: cfg.otherCharsPerToken };
+    const counted = await countRecovered(cfg.tokenizeUrl, this.req.payload, this.tracker.reasoning, this.tracker.content, rates, (why) =>
+      this.log.warn({ decision: 'TOKENIZE_FALLBACK', reason: why }, 'tokenize failed, using the character estimate'),
+    );
+    if (this.gone) return;
+    this.countMethod = counted.method;
+    const plan = planContinuationRequest(this.req.payload, this.tracker, { continuationModel: cfg.continuationModel ?? '', engine: cfg.engine, rates, recovered: counted });
     if (plan.kind === 'skip') {
       this.log.info({ decision: 'SKIPPED', reason: plan.reason }, 'no continuation leg');
       return await this.interrupt(plan.reason);
@@ -350,6 +424,7 @@ export class OriginatedResponse {
       recovered: plan.recovered,
       multimodal: this.req.multimodal,
       clientWantsUsage: this.req.payload?.stream_options?.include_usage === true,
+      accounting: { legs: 2, method: this.countMethod },
       isGone: () => this.gone,
       onFirstByte: () => this.ctx.metrics.inc('gateway_recovery_first_byte_ms_sum', {}, Date.now() - recoveryStart),
     });
@@ -404,6 +479,7 @@ export class OriginatedResponse {
         delivered_reasoning_chars: this.tracker.reasoning.length,
         delivered_content_chars: this.tracker.content.length,
         recovered_tokens: this.recovered?.totalRecovered ?? 0,
+        accounting: this.recovered ? this.countMethod : null,
         outcome: this.outcome,
         reason: this.reason,
         upstream_status: this.upstreamStatus,
@@ -414,6 +490,22 @@ export class OriginatedResponse {
       'request_end',
     );
   }
+}
+
+/** Reads a short error body (Envoy's local replies are a line of text); bounded at 64 KiB. */
+async function readSmall(body: NodeJS.ReadableStream): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let n = 0;
+  try {
+    for await (const c of body as AsyncIterable<Buffer>) {
+      n += c.length;
+      if (n > 65536) break;
+      parts.push(c);
+    }
+  } catch {
+    // a broken error body is still an error: keep what we have
+  }
+  return Buffer.concat(parts);
 }
 
 function errorCode(e: unknown): string {

@@ -71,6 +71,7 @@ export class RequestExchange implements ClientStreamHandler {
       continuationModel: cfg.continuationModel,
       engine: cfg.engine,
       maxContinuationBodyBytes: cfg.maxContinuationBodyBytes,
+      bufferStructuredOutput: cfg.bufferStructuredOutput,
     });
     if (!scope.inScope) {
       this.passthrough(scope.reason, scope.detail);
@@ -85,6 +86,7 @@ export class RequestExchange implements ClientStreamHandler {
       rawBody: raw,
       payload: scope.payload,
       multimodal: scope.multimodal,
+      structured: scope.structured,
     });
     void this.originated.run().finally(() => {
       this.phase = 'finished';

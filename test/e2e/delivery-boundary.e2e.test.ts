@@ -1,0 +1,220 @@
+// Issue 3 through the real Envoy: invisible retry before the first delta, the interruption contract after
+// it, fencing, the global budget, and the buffering modes.
+import { resetFaults } from '../../src/fake-engine/faults';
+import { chatBody, newRequestId, postChat } from '../support/client';
+import { startTestStack, type TestStack } from '../support/stack';
+import { expectInterruption, expectOneCompleteStream, seenFor, uninterrupted } from './helpers';
+
+const SIZE = { 'x-fake-answer-tokens': '30,40' };
+const TOOLS = { tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: {} } } }] };
+
+describe('with continuation (MAX_ATTEMPTS=2)', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack({ env: { MAX_ATTEMPTS: '2', FIRST_DELTA_TIMEOUT_SECONDS: '0' } });
+  });
+  afterAll(async () => stack?.stop());
+  beforeEach(() => resetFaults());
+
+  test('kill during prefill before any byte: one complete answer after an invisible retry', async () => {
+    const id = newRequestId();
+    const ref = await uninterrupted(stack, chatBody(), SIZE);
+    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash-before-headers' });
+    expectOneCompleteStream(r);
+    expect(r.reasoning + r.content).toBe(ref.reasoning + ref.content);
+    const seen = seenFor(stack, id);
+    expect(seen.map((s) => s.headers['x-request-id'])).toEqual([id, `${id}-a2`]);
+    expect(seen.every((s) => !s.continuation)).toBe(true);
+    expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'completed-after-retry', attempt: 2 });
+  });
+
+  test('kill after the engine produced output that was not delivered yet: retry, no fragment reaches the client', async () => {
+    const id = newRequestId();
+    const ref = await uninterrupted(stack, chatBody(), SIZE);
+    // crash@0: the engine wrote its role chunk (held by the gateway: not a delta) and died.
+    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@0' });
+    expectOneCompleteStream(r);
+    expect(r.reasoning + r.content).toBe(ref.reasoning + ref.content);
+    // The retry's id is the only one the client ever sees: the dead attempt's never left the gateway.
+    const end = await stack.waitForEnd(id);
+    expect(r.ids).toEqual([end.completion_id]);
+    expect(seenFor(stack, id)).toHaveLength(2);
+  });
+
+  test('no first delta within FIRST_DELTA_TIMEOUT_SECONDS is not set: a slow prefill is waited for', async () => {
+    const id = newRequestId();
+    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'slow@1800' });
+    expectOneCompleteStream(r);
+    expect(seenFor(stack, id)).toHaveLength(1);
+  });
+
+  test('replica alive but silent (network cut): leg1 is fenced and aborted before leg2 starts', async () => {
+    const id = newRequestId();
+    const ref = await uninterrupted(stack, chatBody(), SIZE);
+    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'stall@25' });
+    expectOneCompleteStream(r);
+    expect(r.reasoning + r.content).toBe(ref.reasoning + ref.content);
+    const [leg1, leg2] = seenFor(stack, id);
+    expect(leg1.clientAborted).toBe(true);
+    // Never two attempts writing: leg1's connection was closed before leg2 was even sent.
+    expect(leg1.closedAt!).toBeLessThanOrEqual(leg2.startedAt);
+  });
+
+  test('kill after a delivered tool call: the interruption event and no second tool call', async () => {
+    const id = newRequestId();
+    const r = await postChat(stack.url, chatBody(TOOLS), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@34' });
+    expectInterruption(r, 'tool-call-delivered');
+    expect(new Set(r.toolCalls.filter((t) => t.id).map((t) => t.id)).size).toBe(1);
+    expect(seenFor(stack, id)).toHaveLength(1);
+  });
+
+  test('every fault kind after the first delta ends with finish_reason or the interruption event', async () => {
+    for (const fault of ['crash@10', 'fin@10', 'eof@10', 'stall@10', 'error@10', 'abort@10', 'crash@10;crash@3', 'crash@10;fin@3', 'crash@10;eof@3', 'crash@10;error@3', 'crash@10;abort@3', 'crash@10;status@503']) {
+      resetFaults();
+      const id = newRequestId();
+      const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': fault });
+      expect(r.transportError).toBeNull();
+      const ended = r.finishReasons.length === 1 || r.errors.length === 1;
+      expect([fault, ended]).toEqual([fault, true]);
+      expect(r.done).toBe(true);
+      if (fault.includes(';')) expectInterruption(r);
+    }
+  });
+
+  test('the official openai client sees a recovered stream as one ordinary completion, and raises on the interruption event', async () => {
+    const { default: OpenAI } = await import('openai');
+    const client = new OpenAI({ baseURL: `${stack.url}/v1`, apiKey: 'test-key', maxRetries: 0 });
+    const ref = await uninterrupted(stack, chatBody(), SIZE);
+    const stream = await client.chat.completions.create({ model: 'test-model', stream: true, messages: [{ role: 'user', content: 'Tell me about continuation.' }] }, { headers: { ...SIZE, 'x-fake-fault': 'crash@40' } });
+    let content = '';
+    const finish: string[] = [];
+    for await (const chunk of stream) {
+      content += chunk.choices[0]?.delta?.content ?? '';
+      if (chunk.choices[0]?.finish_reason) finish.push(chunk.choices[0].finish_reason);
+    }
+    expect(content).toBe(ref.content);
+    expect(finish).toEqual(['stop']);
+
+    resetFaults();
+    const broken = await client.chat.completions.create({ model: 'test-model', stream: true, messages: [{ role: 'user', content: 'Tell me about continuation.' }], ...TOOLS } as any, { headers: { ...SIZE, 'x-fake-fault': 'crash@34' } });
+    let caught: any = null;
+    try {
+      for await (const _ of broken as any) void _;
+    } catch (e) {
+      caught = e;
+    }
+    expect(caught).not.toBeNull();
+    expect(String(caught.message)).toContain('could not continue');
+    expect(caught.error?.code ?? caught.code).toBe('upstream_decode_interrupted');
+  });
+});
+
+describe('continuation disabled, tight stall bound', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack({ env: { CONTINUATION_ENABLED: 'false', MAX_ATTEMPTS: '2' } });
+  });
+  afterAll(async () => stack?.stop());
+  beforeEach(() => resetFaults());
+
+  test('kill right after the first delta: the interruption event, no second generation starts', async () => {
+    const id = newRequestId();
+    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@1' });
+    const e = expectInterruption(r, 'continuation-disabled');
+    expect(e.delivered_output_tokens).toBeGreaterThan(0);
+    expect(e.request_id).toBe(id);
+    expect(r.reasoning.length).toBeGreaterThan(0);
+    expect(seenFor(stack, id)).toHaveLength(1);
+    // Dry run: the trigger is still detected and logged.
+    expect(stack.records({ request_id: id, decision: 'TRIGGERED' })).toHaveLength(1);
+  });
+});
+
+describe('leg2 stall bound and buffering modes', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack({ env: { MAX_STALL_SECONDS: '2', BUFFER_TOOL_CALLS: 'true', BUFFER_STRUCTURED_OUTPUT: 'true', MAX_ATTEMPTS: '2' } });
+  });
+  afterAll(async () => stack?.stop());
+  beforeEach(() => resetFaults());
+
+  test('leg2 silent for MAX_STALL_SECONDS: the interruption event, never a hang', async () => {
+    const id = newRequestId();
+    const t0 = Date.now();
+    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@10;stall@3' });
+    expectInterruption(r, 'leg2-stall-limit');
+    expect(Date.now() - t0).toBeLessThan(8000);
+  });
+
+  test('BUFFER_TOOL_CALLS: a tool call arrives whole; a crash inside it continues from the state before it', async () => {
+    const id = newRequestId();
+    const ref = await uninterrupted(stack, chatBody(TOOLS), SIZE);
+    const r = await postChat(stack.url, chatBody(TOOLS), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@33' });
+    expectOneCompleteStream(r);
+    expect(r.finishReasons).toEqual(['tool_calls']);
+    expect(r.reasoning).toBe(ref.reasoning);
+    const args = (calls: any[]) => calls.map((t) => t.function?.arguments ?? '').join('');
+    expect(args(r.toolCalls)).toBe(args(ref.toolCalls));
+    expect(r.toolCalls.filter((t) => t.id)).toHaveLength(1);
+    expect(stack.records({ request_id: id, decision: 'HELD_TOOL_CALL_DISCARDED' })).toHaveLength(1);
+  });
+
+  test('BUFFER_STRUCTURED_OUTPUT: an interrupted json_schema stream still yields one valid JSON document', async () => {
+    const id = newRequestId();
+    const body = chatBody({ response_format: { type: 'json_schema', json_schema: { name: 's', schema: { type: 'object' } } } });
+    const ref = await uninterrupted(stack, body, SIZE);
+    const r = await postChat(stack.url, body, { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@40' });
+    expectOneCompleteStream(r);
+    expect(r.content).toBe(ref.content);
+    expect(() => JSON.parse(r.content)).not.toThrow();
+    const seen = seenFor(stack, id);
+    expect(seen.map((s) => s.continuation)).toEqual([false, false]); // re-run whole, never continued
+  });
+
+  test('BUFFER_STRUCTURED_OUTPUT with every attempt failing: the error, never a partial document', async () => {
+    const id = newRequestId();
+    const body = chatBody({ response_format: { type: 'json_object' } });
+    const r = await postChat(stack.url, body, { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@40;crash@40' });
+    expect(r.content).toBe('');
+    expect(r.errors).toHaveLength(1);
+    expect(r.errors[0].partial_output).toBe(false);
+  });
+});
+
+describe('global recovery budget', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack({ env: { RECOVERY_MAX_CONCURRENT: '1', RECOVERY_BUDGET_PERCENT: '100', MAX_ATTEMPTS: '2' } });
+  });
+  afterAll(async () => stack?.stop());
+  beforeEach(() => resetFaults());
+
+  test('a burst of failing streams: one recovery at a time, the rest end explicitly, counted in the logs', async () => {
+    // Each stream crashes after its first deltas; leg2 is slow so the recoveries overlap.
+    const runs = Array.from({ length: 6 }, (_, k) => {
+      const id = newRequestId('burst');
+      return postChat(stack.url, chatBody({}, `burst ${k}`), { ...SIZE, 'x-request-id': id, 'x-fake-token-ms': '15', 'x-fake-fault': `crash@5;slow@1500${';-'.repeat(k)}` }).then((r) => ({ id, r }));
+    });
+    const results = await Promise.all(runs);
+    const completed = results.filter(({ r }) => r.finishReasons.length === 1);
+    const interrupted = results.filter(({ r }) => r.errors[0]?.reason === 'recovery-budget-exhausted');
+    expect(completed.length).toBeGreaterThanOrEqual(1);
+    expect(interrupted.length).toBeGreaterThanOrEqual(1);
+    expect(completed.length + interrupted.length).toBe(6);
+    expect(stack.logs.filter((l) => l.decision === 'BUDGET_REJECTED' && l.phase === 'decode').length).toBe(interrupted.length);
+  });
+
+  test('before the first delta, a spent budget passes the failure through instead of retrying', async () => {
+    const runs = Array.from({ length: 4 }, (_, k) => {
+      const id = newRequestId('burst0');
+      return postChat(stack.url, chatBody({}, `prefill burst ${k}`), { ...SIZE, 'x-request-id': id, 'x-fake-fault': `crash@0;slow@1500${';-'.repeat(k)}` }).then((r) => ({ id, r }));
+    });
+    const results = await Promise.all(runs);
+    const retried = results.filter(({ r }) => r.finishReasons.length === 1);
+    const passed = results.filter(({ r }) => r.transportError !== null);
+    expect(retried.length).toBeGreaterThanOrEqual(1);
+    expect(passed.length).toBeGreaterThanOrEqual(1);
+    expect(retried.length + passed.length).toBe(4);
+    expect(stack.logs.filter((l) => l.decision === 'BUDGET_REJECTED' && l.phase === 'prefill').length).toBe(passed.length);
+  });
+});
