@@ -86,7 +86,7 @@ const schema = z.object({
   CONTINUATION_ENGINE: z
     .string()
     .optional()
-    .transform((v) => (v ?? 'sglang').trim().toLowerCase())
+    .transform((v) => (v?.trim() || 'sglang').toLowerCase())
     .pipe(z.enum(['sglang', 'vllm'], { message: 'expected sglang or vllm' })),
   CONTINUATION_ENABLED: bool(true),
   STALL_IDLE_TIMEOUT_SECONDS: num(20, { positive: true, max: MAX_TIMER_SECONDS }),
@@ -101,7 +101,7 @@ const schema = z.object({
   MAX_REQUEST_BODY_MB: num(100, { positive: true }),
   CJK_CHARS_PER_TOKEN: num(1.6, { positive: true }),
   OTHER_CHARS_PER_TOKEN: num(4.0, { positive: true }),
-  TOKENIZE_URL: z.union([z.undefined(), z.literal(''), httpUrl]).transform((v) => (v ? v : undefined)),
+  TOKENIZE_URL: optionalHttpUrl,
   BUFFER_TOOL_CALLS: bool(false),
   BUFFER_STRUCTURED_OUTPUT: bool(false),
   UNREACHABLE_STATUS: num(429, { int: true, min: 400, max: 599 }),
@@ -110,7 +110,7 @@ const schema = z.object({
   LOG_LEVEL: z
     .string()
     .optional()
-    .transform((v) => (v ?? 'info').trim().toLowerCase())
+    .transform((v) => (v?.trim() || 'info').toLowerCase())
     .pipe(z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], { message: 'expected a pino level' })),
 });
 

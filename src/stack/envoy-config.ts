@@ -372,6 +372,12 @@ function egressListener(name: string, port: number, cluster: string, idleTimeout
               // leg first, so Envoy's idle timers sit above the whole stall budget.
               stream_idle_timeout: idleTimeout,
               request_timeout: '0s',
+              // When the router tier resets a leg mid-answer, Envoy resets our HTTP/1.1 stream by closing the
+              // connection, but by default only after delayed_close_timeout (1 s) of waiting for the peer's
+              // FIN. Observed: the sidecar saw the abort 1 s late, long enough to take a reset for a stall with
+              // short stall timers. 0 closes at once (pending writes are still flushed); the only client
+              // here is the sidecar, so the grace period protects nothing.
+              delayed_close_timeout: '0s',
               access_log: accessLog(name),
               route_config: {
                 name,

@@ -51,10 +51,12 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
   });
   let sidecar: Sidecar | undefined;
   if (!o.noSidecar) {
+    // `{engine0}` in a value stands for the first replica's URL (e.g. TOKENIZE_URL={engine0}/tokenize).
+    const env = Object.fromEntries(Object.entries(o.env ?? {}).map(([k, v]) => [k, v.replace('{engine0}', engines[0].url)]));
     const config = loadConfig({
       CONTINUATION_MODEL: 'generic-test',
       STALL_IDLE_TIMEOUT_SECONDS: '1',
-      ...o.env,
+      ...env,
       DOWNSTREAM_URL: `http://127.0.0.1:${egressPort}`,
       ...(continuationEngine ? { CONTINUATION_URL: `http://127.0.0.1:${contEgressPort}` } : {}),
       PORT: String(extProcPort),

@@ -156,6 +156,8 @@ describe('renderEnvoyConfig content', () => {
     expect(r.route.retry_policy.retry_host_predicate[0].name).toBe('envoy.retry_host_predicates.previous_hosts');
     expect(r.route.retry_policy.per_try_idle_timeout).toBeUndefined();
     expect(r.route.retry_policy.per_try_timeout).toBeUndefined();
+    expect(r.request_body_buffer_limit).toBe(16 * 1024 * 1024);
+    expect(h.delayed_close_timeout).toBe('0s');
     expect(r.response_headers_to_add[0].header).toEqual({ key: 'x-gateway-upstream-flags', value: '%RESPONSE_FLAGS%' });
     expect(JSON.stringify(cfg)).not.toContain('per_try_idle_timeout');
   });

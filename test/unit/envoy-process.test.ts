@@ -222,6 +222,51 @@ describe('router tier failures seen through egress', () => {
     expect(alive.hits).toHaveLength(6);
   });
 
+  it('bodies above Envoy\'s 1 MiB default buffer stay retryable (request_body_buffer_limit)', async () => {
+    const alive = await upstream('router-alive-big');
+    ups.push(alive);
+    const dead = await freePort();
+    // One worker: round robin then deterministically tries the dead replica first on the first request.
+    const e = await startEnvoy({ ...(await baseOptions(sidecar.port, [dead, alive.port])), concurrency: 1 });
+    running.push(e);
+    const big = JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(3 * 1024 * 1024) }] });
+    for (let i = 0; i < 2; i++) {
+      const r = await request(`${e.egressUrl}/v1/chat/completions`, 'POST', big);
+      expect(r.status).toBe(200);
+      expect(r.body.length).toBe('router-alive-big 200 POST /v1/chat/completions '.length + big.length);
+    }
+  });
+
+  it('a router reset mid-answer reaches the sidecar at once (delayed_close_timeout 0 on egress)', async () => {
+    const srv = http.createServer((_q, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write('data: 1\n\n');
+      setTimeout(() => res.socket?.destroy(), 100);
+    });
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+    try {
+      const e = await startEnvoy(await baseOptions(sidecar.port, [(srv.address() as net.AddressInfo).port]));
+      running.push(e);
+      const t0 = Date.now();
+      const outcome = await new Promise<string>((resolve) => {
+        const req = http.request(`${e.egressUrl}/v1/chat/completions`, { method: 'POST', agent: false }, (res) => {
+          res.on('data', () => undefined);
+          res.on('end', () => resolve('end'));
+          res.on('error', () => resolve('aborted'));
+          res.on('aborted', () => resolve('aborted'));
+        });
+        req.on('error', () => resolve('aborted'));
+        req.end('{}');
+      });
+      expect(outcome).toBe('aborted');
+      // Envoy's default (1 s delayed close) would make this >= 1100 ms.
+      expect(Date.now() - t0).toBeLessThan(700);
+    } finally {
+      srv.closeAllConnections();
+      srv.close();
+    }
+  });
+
   it('continuation split: the continuation egress reaches the continuation tier', async () => {
     const main = await upstream('router-main');
     const cont = await upstream('router-cont');

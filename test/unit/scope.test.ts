@@ -10,7 +10,7 @@ describe('decideScope: in scope', () => {
     const b = body({ unknown_field: { nested: [1, 2] }, temperature: 0.2 });
     const raw = buf(b);
     const d = decideScope(raw, cfg);
-    expect(d).toEqual({ inScope: true, payload: b, multimodal: false, bodyBytes: raw.length });
+    expect(d).toEqual({ inScope: true, payload: b, multimodal: false, bodyBytes: raw.length, structured: false });
   });
   it('keeps unknown keys on messages too (validation never strips)', () => {
     const b = body({ messages: [{ role: 'user', content: 'hi', name: 'bob', custom: 1 }] });

@@ -76,22 +76,25 @@ describe('SseParser: realistic stream, every split point', () => {
       });
 
       it('two pushes split at every byte index give the same events, each emitted as soon as it is complete', () => {
+        // Mismatches are collected and asserted once: an expect() per split point would be slow.
+        const want = JSON.stringify(expected);
+        const bad: unknown[] = [];
         for (let i = 0; i <= input.length; i++) {
           const p = new SseParser();
           const first = p.push(input.subarray(0, i));
           // Events whose last byte is in the first chunk are out; with lone CR, an event whose final CR is the
           // last byte of the chunk is held (the CR may be half of a CRLF).
-          let want = ends.filter((e) => e <= i).length;
-          if (eol === '\r' && ends.includes(i)) want--;
-          expect({ i, n: first.length }).toEqual({ i, n: want });
-          expect(rawOf(first).equals(input.subarray(0, rawOf(first).length))).toBe(true);
-          expect(p.bufferedBytes).toBe(i - rawOf(first).length);
-          const second = p.push(input.subarray(i));
-          const all = [...first, ...second];
-          expect(view(all)).toEqual(expected);
-          expect(rawOf(all).equals(input.subarray(0, completeLen))).toBe(true);
-          expect(p.bufferedBytes).toBe(trailing.length);
+          let n = ends.filter((e) => e <= i).length;
+          if (eol === '\r' && ends.includes(i)) n--;
+          const firstRaw = rawOf(first);
+          if (first.length !== n || !firstRaw.equals(input.subarray(0, firstRaw.length)) || p.bufferedBytes !== i - firstRaw.length) {
+            bad.push({ i, emitted: first.length, want: n, buffered: p.bufferedBytes });
+          }
+          const all = [...first, ...p.push(input.subarray(i))];
+          if (JSON.stringify(view(all)) !== want) bad.push({ i, got: view(all) });
+          if (!rawOf(all).equals(input.subarray(0, completeLen)) || p.bufferedBytes !== trailing.length) bad.push({ i, buffered: p.bufferedBytes });
         }
+        expect(bad).toEqual([]);
       });
 
       it('byte by byte gives the same events', () => {
@@ -103,13 +106,15 @@ describe('SseParser: realistic stream, every split point', () => {
       });
 
       it('three pushes at a sample of split pairs', () => {
+        const want = JSON.stringify(expected);
+        const bad: unknown[] = [];
         for (let i = 0; i <= input.length; i += 7) {
           for (let j = i; j <= input.length; j += 13) {
-            const p = new SseParser();
-            const evs = pushAll(p, [input.subarray(0, i), input.subarray(i, j), input.subarray(j)]);
-            expect(view(evs)).toEqual(expected);
+            const evs = pushAll(new SseParser(), [input.subarray(0, i), input.subarray(i, j), input.subarray(j)]);
+            if (JSON.stringify(view(evs)) !== want) bad.push({ i, j, got: view(evs) });
           }
         }
+        expect(bad).toEqual([]);
       });
     });
   }
@@ -379,23 +384,23 @@ function randomChunks(rnd: () => number, input: Buffer): Buffer[] {
 
 describe('SseParser: property test with random streams and random chunking', () => {
   it('400 seeded cases: events, byte-exact raw concatenation and bufferedBytes match the model', () => {
+    const bad: unknown[] = [];
     for (let seed = 1; seed <= 400; seed++) {
       const rnd = mulberry32(seed);
       const { input, expected, trailing } = generate(rnd);
       const p = new SseParser();
       const evs: SseEvent[] = [];
       for (const c of randomChunks(rnd, input)) evs.push(...p.push(c));
-      const got = view(evs);
-      if (JSON.stringify(got) !== JSON.stringify(expected)) {
-        // Name the seed so a failure can be replayed.
-        expect({ seed, got }).toEqual({ seed, got: expected });
-      }
-      expect({ seed, exact: rawOf(evs).equals(input.subarray(0, input.length - trailing)) }).toEqual({ seed, exact: true });
-      expect({ seed, buffered: p.bufferedBytes }).toEqual({ seed, buffered: trailing });
+      // Each failure names its seed so it can be replayed.
+      if (JSON.stringify(view(evs)) !== JSON.stringify(expected)) bad.push({ seed, got: view(evs), expected });
+      if (!rawOf(evs).equals(input.subarray(0, input.length - trailing))) bad.push({ seed, raw: 'not byte-exact' });
+      if (p.bufferedBytes !== trailing) bad.push({ seed, buffered: p.bufferedBytes, trailing });
     }
+    expect(bad).toEqual([]);
   });
 
   it('emitted + buffered bytes always equal the bytes pushed so far', () => {
+    const bad: unknown[] = [];
     for (let seed = 1000; seed < 1100; seed++) {
       const rnd = mulberry32(seed);
       const { input } = generate(rnd);
@@ -405,8 +410,9 @@ describe('SseParser: property test with random streams and random chunking', () 
       for (const c of randomChunks(rnd, input)) {
         pushed += c.length;
         emitted += p.push(c).reduce((n, e) => n + e.raw.length, 0);
-        expect(emitted + p.bufferedBytes).toBe(pushed);
+        if (emitted + p.bufferedBytes !== pushed) bad.push({ seed, pushed, emitted, buffered: p.bufferedBytes });
       }
     }
+    expect(bad).toEqual([]);
   });
 });
