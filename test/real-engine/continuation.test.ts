@@ -49,6 +49,10 @@ interface Row {
   /** The same continuation sent directly, WITHOUT the generic builder's `<think></think>` wrapper. */
   directNoWrapperEqual: boolean | null;
   usage: any;
+  /** Kill sent -> the sidecar's TRIGGERED record. */
+  detectMs: number | null;
+  /** Leg2 opened -> its first byte (the sidecar's gateway_recovery_first_byte_ms_sum, this case only). */
+  leg2FirstByteMs: number;
   ms: number;
 }
 
@@ -129,7 +133,8 @@ if ('skip' in located) {
 
     test("llama-server speaks vLLM's continuation dialect (why CONTINUATION_ENGINE=vllm)", async () => {
       expect(greedy).toBeDefined();
-      const half = greedy.content.slice(0, Math.floor(greedy.content.length / 2));
+      // Cut at a token boundary (a chunk boundary of the greedy stream), as a real interruption is.
+      const half = greedyPieces.slice(0, Math.floor(greedyPieces.length / 2)).join('');
       // continue_final_message without add_generation_prompt:false is refused (add_generation_prompt
       // defaults to true), exactly vLLM's rule; SGLang ignores add_generation_prompt.
       const refused = await streamChat(replicas[0].url, body({ messages: [...body().messages, { role: 'assistant', content: half }], continue_final_message: true }), {});
@@ -144,8 +149,13 @@ if ('skip' in located) {
       const wrapped = await directContinuation(replicas[0], `${GENERIC_WRAPPER}${half}`);
       expect(wrapped.status).toBe(200);
       const slot = await replicas[0].lastTaskSlot();
+      // Why TOKENIZE_URL stays unset here: the sidecar posts {model, messages} / {model, prompt} (the
+      // vLLM/SGLang dialect); llama-server's /tokenize reads only `content` and answers 200 {"tokens": []}
+      // to anything else, which would count every recovered text as 0 tokens. Recorded, not asserted.
+      const tok = await streamTokenize(replicas[0].url, { model: 'smollm2', prompt: half, add_special_tokens: false });
+      notes.push(`llama-server /tokenize with the sidecar's body {model, prompt}: ${tok}`);
       notes.push(
-        `direct continuation of the first half (${half.length} chars): plain prefix -> stitched==greedy ${half + cont.content === greedy.content}; ` +
+        `direct continuation after ${Math.floor(greedyPieces.length / 2)} chunks (${half.length} chars): plain prefix -> stitched==greedy ${half + cont.content === greedy.content}; ` +
           `with "${GENERIC_WRAPPER}" -> stitched==greedy ${half + wrapped.content === greedy.content}`,
       );
       // The engine's own view of the wrapped request: the prompt ends with the prefix, inside an open
@@ -187,7 +197,8 @@ if ('skip' in located) {
       }
       const id = newRequestId(`real-k${k}`);
       const started = Date.now();
-      let killed: { replica: LlamaReplica; pid: number; contentAtKill: string; wasProcessing: boolean } | undefined;
+      let killed: { replica: LlamaReplica; pid: number; contentAtKill: string; wasProcessing: boolean; at: number } | undefined;
+      const firstByteBefore = stack.sidecar.ctx.metrics.get('gateway_recovery_first_byte_ms_sum');
       let killError: Error | undefined;
       const r = await streamChat(stack.url, body(), { 'x-request-id': id }, async (p) => {
         if (killed || killError || p.contentChunks < k) return;
@@ -203,7 +214,7 @@ if ('skip' in located) {
           // an answer that was already complete and prove nothing).
           const wasProcessing = (await replica.slots()).some((s) => s.is_processing === true);
           const pid = replica.pid as number;
-          killed = { replica, pid, contentAtKill: p.content, wasProcessing };
+          killed = { replica, pid, contentAtKill: p.content, wasProcessing, at: Date.now() };
           await replica.kill();
         } catch (e) {
           killError = e as Error;
@@ -261,6 +272,8 @@ if ('skip' in located) {
         firstDiff: firstDifference(r.content, greedy.content),
         directNoWrapperEqual,
         usage: r.usage,
+        detectMs: typeof trig[0].time === 'number' ? trig[0].time - kill.at : null,
+        leg2FirstByteMs: stack.sidecar.ctx.metrics.get('gateway_recovery_first_byte_ms_sum') - firstByteBefore,
         ms: Date.now() - started,
       });
 
@@ -270,16 +283,28 @@ if ('skip' in located) {
   });
 }
 
+/** POSTs to /tokenize and describes the answer (status and token count). */
+async function streamTokenize(url: string, body: unknown): Promise<string> {
+  const res = await fetch(`${url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const text = await res.text();
+  try {
+    const j = JSON.parse(text);
+    return `${res.status}, tokens.length=${Array.isArray(j.tokens) ? j.tokens.length : 'n/a'}, count=${j.count ?? 'absent'}`;
+  } catch {
+    return `${res.status} ${text.slice(0, 100)}`;
+  }
+}
+
 function printTable(rows: Row[], notes: string[], greedy: ClientResult | undefined, greedyChunks: number, version: string): void {
   const lines: string[] = [];
   lines.push(`llama-server: ${version}`);
   for (const n of notes) lines.push(`note: ${n}`);
   lines.push('');
-  lines.push('| kill after k chunks | served by | leg2 by | client had at kill (chars) | leg2 prefix (chars) | stitched total (chars) | greedy (chars) | stitched == greedy | first diff at | no-wrapper direct == greedy | usage (prompt/completion) |');
-  lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
+  lines.push('| kill after k chunks | served by | leg2 by | client had at kill (chars) | leg2 prefix (chars) | stitched total (chars) | greedy (chars) | stitched == greedy | first diff at | no-wrapper direct == greedy | usage (prompt/completion) | kill -> TRIGGERED (ms) | leg2 first byte (ms) |');
+  lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
     lines.push(
-      `| ${r.k} | ${r.servedBy} | ${r.leg2By} | ${r.clientAtKillChars} | ${r.leg2PrefixChars} | ${r.totalChars} | ${r.greedyChars} | ${r.equal ? 'yes' : 'no'} | ${r.firstDiff < 0 ? '-' : r.firstDiff} | ${r.directNoWrapperEqual === null ? 'n/a' : r.directNoWrapperEqual ? 'yes' : 'no'} | ${r.usage?.prompt_tokens}/${r.usage?.completion_tokens} |`,
+      `| ${r.k} | ${r.servedBy} | ${r.leg2By} | ${r.clientAtKillChars} | ${r.leg2PrefixChars} | ${r.totalChars} | ${r.greedyChars} | ${r.equal ? 'yes' : 'no'} | ${r.firstDiff < 0 ? '-' : r.firstDiff} | ${r.directNoWrapperEqual === null ? 'n/a' : r.directNoWrapperEqual ? 'yes' : 'no'} | ${r.usage?.prompt_tokens}/${r.usage?.completion_tokens} | ${r.detectMs ?? 'n/a'} | ${r.leg2FirstByteMs} |`,
     );
   }
   const eq = rows.filter((r) => r.equal).length;
