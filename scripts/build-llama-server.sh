@@ -9,6 +9,8 @@
 # exists and answers `--version`. The last line printed on stdout is the
 # absolute path of the binary (scripts and tests read it).
 #
+# Usage: build-llama-server.sh [--cached-only]
+#   --cached-only  never build: print the cached binary, or exit 3 when there is none.
 # Env:
 #   NODE_LLAMA_CPP_VERSION  (default 3.21.1)
 #   LLAMA_BUILD_JOBS        (default 2)
@@ -24,6 +26,14 @@ mkdir -p "$CACHE_ROOT"
 
 log() { echo "[build-llama-server] $*" >&2; }
 
+CACHED_ONLY=0
+for arg in "$@"; do
+  case "$arg" in
+    --cached-only) CACHED_ONLY=1 ;;
+    *) log "unknown argument: $arg"; exit 2 ;;
+  esac
+done
+
 binary_works() { [ -x "$1" ] && "$1" --version >/dev/null 2>&1; }
 
 if [ "${LLAMA_FORCE_BUILD:-0}" != "1" ]; then
@@ -34,6 +44,11 @@ if [ "${LLAMA_FORCE_BUILD:-0}" != "1" ]; then
       exit 0
     fi
   done
+fi
+
+if [ "$CACHED_ONLY" = "1" ]; then
+  log "no cached llama-server for node-llama-cpp@$VERSION under $CACHE_ROOT (--cached-only: not building)"
+  exit 3
 fi
 
 for tool in npm git cmake tar; do
@@ -57,7 +72,8 @@ tar -xzf "$TARBALL" -C "$WORK" package/llama/gitRelease.bundle package/llama/lla
 log "llama.cpp.info.json: $(tr -d '\n ' < "$WORK/package/llama/llama.cpp.info.json")"
 
 log "git clone bundle"
-git clone --quiet "$WORK/package/llama/gitRelease.bundle" "$WORK/src" 2>/dev/null
+git -c advice.detachedHead=false clone --quiet "$WORK/package/llama/gitRelease.bundle" "$WORK/src" 2>"$WORK/clone.log" \
+  || { cat "$WORK/clone.log" >&2; exit 1; }
 COMMIT="$(git -C "$WORK/src" rev-parse HEAD)"
 SHORT="${COMMIT:0:12}"
 log "bundle HEAD: $COMMIT ($(git -C "$WORK/src" log -1 --format=%s))"

@@ -6,8 +6,21 @@
 #     (.cache/llama-server/, built offline from node-llama-cpp's bundled llama.cpp source: ~10+ minutes on
 #     two cores the first time, cached afterwards);
 #  3. runs jest with test/real-engine/jest.config.js (Envoy is provisioned by its globalSetup).
-# Extra arguments go to jest (e.g. -t 'kill' or --verbose).
+#
+# Usage: test-real-engine.sh [--cached-only] [jest args...]
+#   --cached-only  do not build llama-server: exit 3 (without running jest) when no cached build exists.
+#                  For CI, where a cold build (~10-15 min on two cores) would eat the time budget.
+# Other arguments go to jest (e.g. -t 'SIGKILL' or --verbose).
 set -euo pipefail
+
+BUILD_ARGS=()
+JEST_ARGS=()
+for arg in "$@"; do
+  case "$arg" in
+    --cached-only) BUILD_ARGS+=(--cached-only) ;;
+    *) JEST_ARGS+=("$arg") ;;
+  esac
+done
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -17,10 +30,18 @@ npx tsc -p tsconfig.json
 
 MODEL="$(bash scripts/fetch-model.sh | tail -n1)"
 START=$(date +%s)
-BIN="$(bash scripts/build-llama-server.sh | tail -n1)"
+set +e
+OUT="$(bash scripts/build-llama-server.sh ${BUILD_ARGS[@]+"${BUILD_ARGS[@]}"})"
+rc=$?
+set -e
+BIN="$(printf '%s\n' "$OUT" | tail -n1)"
+if [ "$rc" -ne 0 ]; then
+  echo "[test-real-engine] no llama-server binary (build-llama-server.sh exit $rc); not running the suite" >&2
+  exit "$rc"
+fi
 echo "[test-real-engine] llama-server: $BIN ($(( $(date +%s) - START )) s to provision)" >&2
 echo "[test-real-engine] model: $MODEL" >&2
 
 export LLAMA_SERVER_BIN="$BIN"
 export REAL_ENGINE_MODEL="$MODEL"
-exec npx jest -c test/real-engine/jest.config.js "$@"
+exec npx jest -c test/real-engine/jest.config.js ${JEST_ARGS[@]+"${JEST_ARGS[@]}"}

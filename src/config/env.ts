@@ -102,6 +102,7 @@ const schema = z.object({
   CJK_CHARS_PER_TOKEN: num(1.6, { positive: true }),
   OTHER_CHARS_PER_TOKEN: num(4.0, { positive: true }),
   TOKENIZE_URL: optionalHttpUrl,
+  TOKENIZE_TIMEOUT_MS: num(200, { positive: true }),
   BUFFER_TOOL_CALLS: bool(false),
   BUFFER_STRUCTURED_OUTPUT: bool(false),
   UNREACHABLE_STATUS: num(429, { int: true, min: 400, max: 599 }),
@@ -138,6 +139,7 @@ export interface GatewayConfig {
   readonly otherCharsPerToken: number;
   /** The engine's /tokenize endpoint for exact accounting; unset = character estimate. */
   readonly tokenizeUrl: string | undefined;
+  readonly tokenizeTimeoutMs: number;
   readonly bufferToolCalls: boolean;
   readonly bufferStructuredOutput: boolean;
   readonly unreachableStatus: number;
@@ -188,6 +190,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     cjkCharsPerToken: e.CJK_CHARS_PER_TOKEN,
     otherCharsPerToken: e.OTHER_CHARS_PER_TOKEN,
     tokenizeUrl: e.TOKENIZE_URL,
+    tokenizeTimeoutMs: e.TOKENIZE_TIMEOUT_MS,
     bufferToolCalls: e.BUFFER_TOOL_CALLS,
     bufferStructuredOutput: e.BUFFER_STRUCTURED_OUTPUT,
     unreachableStatus: e.UNREACHABLE_STATUS,

@@ -54,6 +54,11 @@ export interface EnvoyConfigOptions {
   idleMarginSeconds?: number;
   /** Request bodies up to this size stay retryable on the egress routes (default 16 MiB). */
   retryBufferLimitBytes?: number;
+  /**
+   * How Envoy health-checks the sidecar (default 'tcp'). 'grpc' uses grpc.health.v1 (service ""), which proves
+   * the gRPC server answers; switch to it once the sidecar serves the health service.
+   */
+  extProcHealthCheck?: 'tcp' | 'grpc';
 }
 
 /** The options the checked-in example envoy/envoy.demo.json is rendered from (documented in envoy/README.md). */
@@ -241,9 +246,9 @@ function extProcCluster(o: EnvoyConfigOptions): object {
         // The default no_traffic_interval is 60 s: before the first request Envoy would check only once a
         // minute, so a sidecar that starts after Envoy would be bypassed for up to a minute.
         no_traffic_interval: '1s',
-        // TODO(sidecar grpc.health.v1): switch to `grpc_health_check: {}` once the sidecar serves the gRPC
-        // health service; a TCP check only proves that the port accepts connections.
-        tcp_health_check: {},
+        // A TCP check only proves that the port accepts connections; `grpc_health_check` asks grpc.health.v1
+        // and needs the sidecar to serve it (option extProcHealthCheck: 'grpc').
+        ...(o.extProcHealthCheck === 'grpc' ? { grpc_health_check: {} } : { tcp_health_check: {} }),
       },
     ],
     // Every client chat stream is one gRPC stream to the sidecar; Envoy's default of 1024 concurrent requests

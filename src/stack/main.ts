@@ -66,7 +66,7 @@ interface Started {
 async function main(): Promise<number> {
   const env = process.env;
   const distSrc = path.resolve(__dirname, '..');
-  // Dev knobs (undocumented in the sidecar): run stand-ins instead of the real sidecar / fake engine.
+  // Dev knobs (envoy/README.md): run stand-ins instead of the real sidecar / fake engine (the stack test does).
   const sidecarMain = env.STACK_SIDECAR_MAIN || path.join(distSrc, 'main.js');
   const fakeEngineMain = env.STACK_FAKE_ENGINE_MAIN || path.join(distSrc, 'fake-engine', 'main.js');
   const startTimeoutMs = envNumber(env, 'STACK_START_TIMEOUT_SECONDS', 60, { min: 1 }) * 1000;
@@ -78,6 +78,10 @@ async function main(): Promise<number> {
   const upstreamHeadersTimeoutSeconds = envNumber(env, 'UPSTREAM_HEADERS_TIMEOUT_SECONDS', 60, { min: 0.001 });
   const adminPortEnv = env.ENVOY_ADMIN_PORT ? envNumber(env, 'ENVOY_ADMIN_PORT', 0, { int: true, min: 1 }) : undefined;
   const envoyLogLevel = env.ENVOY_LOG_LEVEL?.trim() || 'warning';
+  const healthCheck = (env.ENVOY_EXT_PROC_HEALTH_CHECK?.trim().toLowerCase() || 'tcp') as 'tcp' | 'grpc';
+  if (healthCheck !== 'tcp' && healthCheck !== 'grpc') {
+    throw new StackError(`ENVOY_EXT_PROC_HEALTH_CHECK must be tcp or grpc, got ${JSON.stringify(env.ENVOY_EXT_PROC_HEALTH_CHECK)}`);
+  }
   const userDownstream = env.DOWNSTREAM_URL?.trim() || undefined;
   const userContinuation = env.CONTINUATION_URL?.trim() || undefined;
   const continuationTier = userContinuation ? parseTierUrls('CONTINUATION_URL', userContinuation) : undefined;
@@ -203,6 +207,7 @@ async function main(): Promise<number> {
       stallTimeoutSeconds,
       maxStallSeconds,
       upstreamHeadersTimeoutSeconds,
+      extProcHealthCheck: healthCheck,
       logLevel: envoyLogLevel,
       startTimeoutMs,
       onLine: prefixed('envoy'),

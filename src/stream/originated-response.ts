@@ -389,6 +389,7 @@ export class OriginatedResponse {
     const rates = { cjk: cfg.cjkCharsPerToken, other: cfg.otherCharsPerToken };
     const counted = await countRecovered(cfg.tokenizeUrl, this.req.payload, this.tracker.reasoning, this.tracker.content, rates, (why) =>
       this.log.warn({ decision: 'TOKENIZE_FALLBACK', reason: why }, 'tokenize failed, using the character estimate'),
+      cfg.tokenizeTimeoutMs,
     );
     if (this.gone) return;
     this.countMethod = counted.method;

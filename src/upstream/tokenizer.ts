@@ -4,7 +4,7 @@
 import { request } from 'undici';
 import { estimateRecovered, type Recovered } from '../recovery/token-estimate';
 
-export const TOKENIZE_DEADLINE_MS = 200;
+export const DEFAULT_TOKENIZE_DEADLINE_MS = 200;
 
 export interface CountedRecovered extends Recovered {
   method: 'tokenize' | 'estimate';
@@ -27,11 +27,12 @@ export async function countRecovered(
   content: string,
   rates: { cjk: number; other: number },
   onFallback: (reason: string) => void,
+  deadlineMs = DEFAULT_TOKENIZE_DEADLINE_MS,
 ): Promise<CountedRecovered> {
   const estimate = (): CountedRecovered => ({ ...estimateRecovered(payload, reasoning, content, rates), method: 'estimate' });
   if (!tokenizeUrl) return estimate();
   const ac = new AbortController();
-  const timer = setTimeout(() => ac.abort(), TOKENIZE_DEADLINE_MS);
+  const timer = setTimeout(() => ac.abort(), deadlineMs);
   try {
     const model = payload?.model;
     const text = (t: string) => (t ? count(tokenizeUrl, { model, prompt: t, add_special_tokens: false }, ac.signal) : Promise.resolve(0));
@@ -42,7 +43,7 @@ export async function countRecovered(
     ]);
     return { promptTokens, reasoningTokens, contentTokens, totalRecovered: reasoningTokens + contentTokens, method: 'tokenize' };
   } catch (e) {
-    onFallback(ac.signal.aborted ? `timeout after ${TOKENIZE_DEADLINE_MS} ms` : (e as Error).message);
+    onFallback(ac.signal.aborted ? `timeout after ${deadlineMs} ms` : (e as Error).message);
     return estimate();
   } finally {
     clearTimeout(timer);

@@ -272,7 +272,7 @@ if ('skip' in located) {
         firstDiff: firstDifference(r.content, greedy.content),
         directNoWrapperEqual,
         usage: r.usage,
-        detectMs: typeof trig[0].time === 'number' ? trig[0].time - kill.at : null,
+        detectMs: trig[0].time ? Date.parse(trig[0].time) - kill.at : null,
         leg2FirstByteMs: stack.sidecar.ctx.metrics.get('gateway_recovery_first_byte_ms_sum') - firstByteBefore,
         ms: Date.now() - started,
       });

@@ -78,6 +78,7 @@ describe('renderEnvoyConfig passes `envoy --mode validate`', () => {
         listenAddress: '0.0.0.0',
       },
     ],
+    ['gRPC health check on the sidecar', { ...base, extProcHealthCheck: 'grpc' }],
   ];
   it.each(cases)('%s', async (name, o) => {
     const r = await validate(o, name.replace(/\W+/g, '-'));
@@ -171,6 +172,9 @@ describe('renderEnvoyConfig content', () => {
     expect(c.common_lb_config.healthy_panic_threshold).toEqual({ value: 0 });
     expect(c.health_checks[0]).toMatchObject({ interval: '1s', unhealthy_threshold: 1, healthy_threshold: 1, no_traffic_interval: '1s' });
     expect(c.health_checks[0].tcp_health_check).toEqual({});
+    const g: any = renderEnvoyConfig({ ...base, extProcHealthCheck: 'grpc' });
+    expect(cluster(g, 'ext_proc').health_checks[0].grpc_health_check).toEqual({});
+    expect(cluster(g, 'ext_proc').health_checks[0].tcp_health_check).toBeUndefined();
     expect(c.circuit_breakers.thresholds[0].max_requests).toBeGreaterThanOrEqual(10000);
     expect(c.circuit_breakers.thresholds[0].max_pending_requests).toBeGreaterThanOrEqual(10000);
   });

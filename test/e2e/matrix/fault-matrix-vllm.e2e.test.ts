@@ -1,0 +1,4 @@
+import { faultMatrix } from './fault-matrix';
+
+faultMatrix('vllm', 'generic');
+faultMatrix('vllm', 'kimi-k3');
