@@ -44,6 +44,7 @@ export function clientResponseHeaders(upstream: Record<string, string | string[]
     const key = k.toLowerCase();
     if (v === undefined || HOP_BY_HOP.has(key) || key === UPSTREAM_FLAGS_HEADER || key.startsWith(':')) continue;
     if (key === 'date' || key === 'server') continue; // Envoy sets its own
+    if (key.startsWith('x-envoy-')) continue; // the egress hop's internals, not the client's business
     out[key] = Array.isArray(v) ? v.join(', ') : v;
   }
   return out;
