@@ -1,0 +1,40 @@
+# syntax=docker/dockerfile:1
+# Continuation gateway sidecar (Envoy ext_proc server) and, from the same image, the fake engine used by the
+# compose demo: `node dist/src/fake-engine/main.js --port 8000 --host 0.0.0.0 --name replica-a --dialect sglang`.
+#
+#   docker build -t continuation-gateway .
+#
+# Node 20 LTS, slim (Debian bookworm). The tag is pinned; pin the digest too in production
+# (`node:20.19.5-bookworm-slim@sha256:...`).
+ARG NODE_IMAGE=node:20.19.5-bookworm-slim
+
+# ---- build: full dependency set, compile TypeScript -------------------------------------------------------
+FROM ${NODE_IMAGE} AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json ./
+# Only src/ is copied: tsconfig also includes test/**, which simply matches nothing here.
+COPY src ./src
+RUN npm run build
+
+# ---- runtime: production dependencies, compiled JS, protos; nothing else ---------------------------------
+FROM ${NODE_IMAGE} AS runtime
+ENV NODE_ENV=production \
+    PORT=50051 \
+    ADMIN_PORT=9090
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+# src/extproc/proto.ts loads ../../../proto relative to dist/src/extproc: keep the same layout.
+COPY --from=build /app/dist/src ./dist/src
+COPY proto ./proto
+# The node image ships an unprivileged `node` user (uid 1000); run as it, by uid so that Kubernetes'
+# runAsNonRoot can verify it.
+USER 1000:1000
+# 50051: ext_proc gRPC (Envoy -> sidecar). 9090: admin HTTP (GET /healthz, /readyz).
+EXPOSE 50051 9090
+# No curl in slim images: node itself probes the admin endpoint.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["node", "-e", "require('http').get('http://127.0.0.1:'+(process.env.ADMIN_PORT||9090)+'/healthz',r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1))"]
+CMD ["node", "dist/src/main.js"]
