@@ -1,5 +1,7 @@
 // The sidecar process: validate configuration (one clear line per bad variable, exit 2), start the ext_proc
-// server, print `SIDECAR listening <port>` for whoever supervises us, stop cleanly on SIGINT/SIGTERM.
+// server, print `SIDECAR listening <port>` for whoever supervises us. SIGTERM drains (health NOT_SERVING,
+// new requests passed through, streams in flight finish within DRAIN_TIMEOUT_SECONDS) and exits; SIGINT, or a
+// second signal, closes at once.
 import { ConfigError, loadConfig } from './config/env';
 import { createLogger } from './obs/logger';
 import { startSidecar } from './sidecar';
@@ -18,13 +20,23 @@ async function main(): Promise<void> {
   const log = createLogger(config.logLevel);
   const sidecar = await startSidecar(config, log);
   process.stdout.write(`SIDECAR listening ${sidecar.port}\n`);
+  let stopping = false;
   const stop = (signal: string) => {
-    log.info({ signal }, 'stopping');
-    void sidecar.close().then(() => {
+    const drain = signal === 'SIGTERM' && !stopping;
+    const second = stopping;
+    stopping = true;
+    log.info({ signal, drain, drain_timeout_ms: drain ? config.drainTimeoutMs : 0 }, 'stopping');
+    const exit = () => {
       log.flush();
       process.exit(0);
-    });
-    setTimeout(() => process.exit(0), 5000).unref();
+    };
+    if (second) {
+      void sidecar.close(1000).finally(exit);
+      setTimeout(exit, 1500).unref();
+      return;
+    }
+    void (drain ? sidecar.drain(config.drainTimeoutMs) : sidecar.close()).then(exit, exit);
+    setTimeout(exit, (drain ? config.drainTimeoutMs : 0) + 5000).unref();
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));

@@ -1,10 +1,17 @@
-// Assembles the sidecar: the ext_proc gRPC server and what every request shares. Used by src/main.ts
-// (the process) and by the end-to-end tests (in-process, so they can read its log records).
+// Assembles the sidecar: the ext_proc gRPC server (with grpc.health.v1), the HTTP admin server (/healthz,
+// /readyz, /metrics) and what every request shares. Used by src/main.ts (the process) and by the end-to-end
+// tests (in-process, so they can read its log records).
+//
+// Drain (SIGTERM): health NOT_SERVING and /readyz 503 so Envoy's health check takes the host out; requests
+// that still arrive are passed through (CONTINUE + echo: native proxying), streams in flight finish (up to a
+// deadline), then everything closes.
 import * as grpc from '@grpc/grpc-js';
 import type { GatewayConfig } from './config/env';
 import { ClientStream } from './extproc/client-stream';
+import { HealthStatus, healthServiceDefinition } from './extproc/health';
 import { extProcServiceDefinition } from './extproc/proto';
-import { Counters } from './obs/counters';
+import { startAdminServer } from './obs/admin-server';
+import { Metrics } from './obs/metrics';
 import type { Logger } from './obs/logger';
 import { RecoveryBudget } from './recovery/planner';
 import type { GatewayContext } from './stream/context';
@@ -13,21 +20,35 @@ import { UpstreamClient } from './upstream/client';
 
 export interface Sidecar {
   readonly port: number;
+  /** The admin server's port (ADMIN_PORT, or the ephemeral one it got). */
+  readonly adminPort: number;
   readonly ctx: GatewayContext;
-  close(): Promise<void>;
+  readonly health: HealthStatus;
+  readonly draining: boolean;
+  /**
+   * Stops taking new streams (health NOT_SERVING, /readyz 503, new requests passed through), waits up to
+   * timeoutMs for the originated streams in flight to end, then closes. Idempotent.
+   */
+  drain(timeoutMs: number): Promise<void>;
+  /** Closes now: gRPC calls get graceMs to end (0 = as long as they take), then are cancelled. */
+  close(graceMs?: number): Promise<void>;
 }
 
 /** Request bodies up to MAX_REQUEST_BODY_MB arrive as ext_proc messages; grpc-js defaults to 4 MiB. */
 const GRPC_MESSAGE_SLACK = 1024 * 1024;
 
 export async function startSidecar(config: GatewayConfig, log: Logger): Promise<Sidecar> {
+  const budget = new RecoveryBudget(config.recoveryMaxConcurrent, config.recoveryBudgetPercent);
+  const drainState = { draining: false };
   const ctx: GatewayContext = {
     config,
     log,
     upstream: new UpstreamClient({ connectTimeoutMs: config.connectTimeoutMs, headersTimeoutMs: config.upstreamHeadersTimeoutMs }),
-    budget: new RecoveryBudget(config.recoveryMaxConcurrent, config.recoveryBudgetPercent),
-    metrics: new Counters(),
+    budget,
+    metrics: new Metrics(() => budget, () => drainState.draining),
+    drain: drainState,
   };
+  const health = new HealthStatus('NOT_SERVING');
   const server = new grpc.Server({
     'grpc.max_receive_message_length': config.maxRequestBodyBytes + GRPC_MESSAGE_SLACK,
     'grpc.max_send_message_length': config.maxRequestBodyBytes + GRPC_MESSAGE_SLACK,
@@ -44,17 +65,59 @@ export async function startSidecar(config: GatewayConfig, log: Logger): Promise<
       exchange = new RequestExchange(ctx, client);
     },
   });
+  server.addService(healthServiceDefinition(), health.handlers());
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   );
-  log.info({ port, downstream_url: config.downstreamUrl, continuation_url: config.continuationUrl, continuation_model: config.continuationModel ?? null, engine: config.engine, continuation_enabled: config.continuationEnabled }, 'sidecar listening');
+  let listening = true;
+  health.setAll('SERVING');
+  let admin;
+  try {
+    admin = await startAdminServer({ host: config.host, port: config.adminPort, metrics: ctx.metrics, ready: () => listening && !drainState.draining });
+  } catch (e) {
+    server.forceShutdown();
+    await ctx.upstream.close();
+    throw e;
+  }
+  log.info({ port, admin_port: admin.port, downstream_url: config.downstreamUrl, continuation_url: config.continuationUrl, continuation_model: config.continuationModel ?? null, engine: config.engine, continuation_enabled: config.continuationEnabled }, 'sidecar listening');
+  let closing: Promise<void> | null = null;
+  /** Graceful gRPC shutdown bounded by graceMs (0 = unbounded), then forced; the admin server last. */
+  const close = (graceMs = 0): Promise<void> =>
+    (closing ??= (async () => {
+      listening = false;
+      health.setAll('NOT_SERVING');
+      health.endWatches();
+      await new Promise<void>((resolve) => {
+        server.tryShutdown(() => resolve());
+        if (graceMs > 0) setTimeout(resolve, graceMs).unref();
+      });
+      server.forceShutdown();
+      await admin.close();
+      await ctx.upstream.close();
+    })());
+  let draining: Promise<void> | null = null;
   return {
     port,
+    adminPort: admin.port,
     ctx,
-    async close() {
-      await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
-      server.forceShutdown();
-      await ctx.upstream.close();
+    health,
+    get draining() {
+      return drainState.draining;
     },
+    drain(timeoutMs: number) {
+      return (draining ??= (async () => {
+        drainState.draining = true;
+        health.setAll('NOT_SERVING');
+        const started = Date.now();
+        log.info({ decision: 'DRAIN', active_streams: budget.activeStreams, timeout_ms: timeoutMs }, 'draining: new requests are passed through');
+        while (budget.activeStreams > 0 && Date.now() - started < timeoutMs) await new Promise((r) => setTimeout(r, 25));
+        const left = budget.activeStreams;
+        if (left > 0) log.warn({ decision: 'DRAIN_TIMEOUT', active_streams: left }, 'drain deadline reached with streams in flight: closing');
+        else log.info({ decision: 'DRAINED', drain_ms: Date.now() - started }, 'drained: closing');
+        // Whatever is left (pass-through ext_proc streams, or streams past the deadline) gets a short grace.
+        await close(Math.max(1000, timeoutMs - (Date.now() - started)));
+      })());
+    },
+    close: (graceMs?: number) => close(graceMs),
   };
 }

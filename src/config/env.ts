@@ -107,6 +107,8 @@ const schema = z.object({
   BUFFER_STRUCTURED_OUTPUT: bool(false),
   UNREACHABLE_STATUS: num(429, { int: true, min: 400, max: 599 }),
   PORT: num(50051, { int: true, min: 0, max: 65535 }),
+  ADMIN_PORT: num(9090, { int: true, min: 0, max: 65535 }),
+  DRAIN_TIMEOUT_SECONDS: num(30, { min: 0, max: MAX_TIMER_SECONDS }),
   HOST: z.string().optional().transform((v) => v?.trim() || '127.0.0.1'),
   LOG_LEVEL: z
     .string()
@@ -145,6 +147,10 @@ export interface GatewayConfig {
   readonly unreachableStatus: number;
   readonly port: number;
   readonly host: string;
+  /** The HTTP admin server (/healthz, /readyz, /metrics) on HOST; 0 = an ephemeral port. */
+  readonly adminPort: number;
+  /** SIGTERM: how long streams in flight may take to finish before the sidecar closes. */
+  readonly drainTimeoutMs: number;
   readonly logLevel: string;
 }
 
@@ -196,6 +202,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     unreachableStatus: e.UNREACHABLE_STATUS,
     port: e.PORT,
     host: e.HOST,
+    adminPort: e.ADMIN_PORT,
+    drainTimeoutMs: e.DRAIN_TIMEOUT_SECONDS * 1000,
     logLevel: e.LOG_LEVEL,
   });
 }

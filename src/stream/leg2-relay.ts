@@ -66,7 +66,7 @@ export async function relayLeg2(i: Leg2RelayInput): Promise<Leg2Outcome> {
       for (const ev of r.events) {
         const o = StreamTracker.read(ev);
         if (o.kind === 'malformed') {
-          i.ctx.metrics.inc('gateway_malformed_events_total');
+          i.ctx.metrics.malformedEvent();
           continue;
         }
         if (o.kind === 'error') return await flushThen(i, out, { type: 'failed', failure: 'error-event' });

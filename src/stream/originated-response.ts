@@ -61,6 +61,7 @@ export class OriginatedResponse {
   private readonly requestId: string | undefined;
   private readonly started = Date.now();
   private firstDeltaAt: number | null = null;
+  private failedAt = 0;
   private abort: AbortController | null = null;
   private gone = false;
   private upstreamStatus: number | null = null;
@@ -96,6 +97,7 @@ export class OriginatedResponse {
       await this.interrupt('gateway-internal-error').catch(() => this.delivery.reset('gateway-internal-error'));
     } finally {
       budget.activeStreams--;
+      this.ctx.metrics.requestEnded({ legs: this.legs, recoveredTokens: this.recovered?.totalRecovered ?? 0, retried: this.attempt > 1, firstDeltaSent: this.delivery.committed });
       this.releaseSlot?.();
       this.abort?.abort();
       this.logEnd();
@@ -111,12 +113,13 @@ export class OriginatedResponse {
       if (out.type === 'finished') return this.setOutcome(this.attempt > 1 ? 'completed-after-retry' : 'completed');
       if (out.type === 'responded') return this.setOutcome('passed-through-status');
       if (this.delivery.committed) return await this.onPostCommitFailure(out);
+      this.ctx.metrics.interruption(out.failure, 'prefill');
       let d = decidePreCommit({ failure: out.failure, attempt: this.attempt, maxAttempts: this.ctx.config.maxAttempts, recoveryAllowed: true });
       // The budget is asked only when a retry is otherwise allowed, and one slot covers every retry of
       // this request (released when the request ends).
       if (d.action === 'retry' && !this.takeRecoverySlot()) d = { action: 'pass-through', reason: 'recovery-budget-exhausted' };
       if (d.action === 'retry') {
-        this.ctx.metrics.inc('gateway_recoveries_total', { kind: 'retry', outcome: 'started' });
+        this.ctx.metrics.recovery('retry', 'started');
         this.logTransition('RETRY', { failure: out.failure, detail: out.detail });
         this.delivery.discardAttempt();
         this.tracker = new StreamTracker();
@@ -133,7 +136,7 @@ export class OriginatedResponse {
     if (this.releaseSlot) return true;
     const release = this.ctx.budget.tryAcquire();
     if (!release) {
-      this.ctx.metrics.inc('gateway_budget_rejections_total', { phase: this.delivery.committed ? 'decode' : 'prefill' });
+      this.ctx.metrics.budgetRejection(this.delivery.committed ? 'decode' : 'prefill');
       this.log.warn({ decision: 'BUDGET_REJECTED', phase: this.phase, active_recoveries: this.ctx.budget.activeRecoveries, active_streams: this.ctx.budget.activeStreams }, 'recovery budget exhausted');
       return false;
     }
@@ -228,7 +231,7 @@ export class OriginatedResponse {
           const o = StreamTracker.read(ev);
           if (o.kind === 'malformed') {
             this.tracker.malformed++;
-            this.ctx.metrics.inc('gateway_malformed_events_total');
+            this.ctx.metrics.malformedEvent();
             this.log.warn({ decision: 'MALFORMED_EVENT', bytes: ev.raw.length }, 'malformed SSE event skipped');
             continue;
           }
@@ -295,6 +298,7 @@ export class OriginatedResponse {
   private async commit(): Promise<void> {
     this.phase = 'decode';
     this.firstDeltaAt = Date.now();
+    this.ctx.metrics.observeFirstDelta((this.firstDeltaAt - this.started) / 1000);
     await this.delivery.commit();
     this.logTransition('FIRST_DELTA', { ttfd_ms: this.firstDeltaAt - this.started });
   }
@@ -360,7 +364,8 @@ export class OriginatedResponse {
     const t = this.tracker;
     const kase = classifyCase(t.toolCallsSeen, t.reasoning, t.content);
     this.logTransition('TRIGGERED', { failure, detail, case: kase });
-    this.ctx.metrics.inc('gateway_interruptions_total', { reason: failure, phase: 'decode' });
+    this.failedAt = Date.now();
+    this.ctx.metrics.interruption(failure, 'decode');
     const input = {
       failure,
       leg: 1 as const,
@@ -407,7 +412,6 @@ export class OriginatedResponse {
       recovered_content_tokens: plan.recovered.contentTokens,
       budget_fields: plan.budgetFields,
     });
-    const recoveryStart = Date.now();
     const res = await this.openLeg(cfg.continuationUrl, this.requestId ? `${this.requestId}-c1` : undefined, Buffer.from(JSON.stringify(plan.body)));
     if (this.gone) return;
     if (res instanceof LegOpenError) return await this.interrupt(`leg2-failed-to-start:${res.kind}`);
@@ -427,16 +431,16 @@ export class OriginatedResponse {
       clientWantsUsage: this.req.payload?.stream_options?.include_usage === true,
       accounting: { legs: 2, method: this.countMethod },
       isGone: () => this.gone,
-      onFirstByte: () => this.ctx.metrics.inc('gateway_recovery_first_byte_ms_sum', {}, Date.now() - recoveryStart),
+      onFirstByte: () => this.ctx.metrics.observeRecoveryLatency((Date.now() - this.failedAt) / 1000),
     });
     if (out.type === 'gone') return;
     if (out.type === 'finished') {
       this.phase = 'done';
-      this.ctx.metrics.inc('gateway_recoveries_total', { kind: 'continuation', outcome: 'succeeded' });
+      this.ctx.metrics.recovery('continuation', 'succeeded');
       this.logTransition('SUCCEEDED', { leg: 2 });
       return this.setOutcome('completed-after-continuation');
     }
-    this.ctx.metrics.inc('gateway_recoveries_total', { kind: 'continuation', outcome: 'failed' });
+    this.ctx.metrics.recovery('continuation', 'failed');
     const d = decidePostCommit({ failure: out.type === 'failed' ? out.failure : 'reset', leg: 2, toolCallDelivered: false, recoverableText: true, continuationConfigured: true, continuationEnabled: true, recoveryAllowed: false });
     await this.interrupt(d.action === 'interrupt' ? d.reason : 'leg2-failed');
   }
@@ -446,7 +450,7 @@ export class OriginatedResponse {
     this.abort?.abort();
     this.phase = 'interrupted';
     this.setOutcome('interrupted', reason);
-    this.ctx.metrics.inc('gateway_interruption_events_total', { reason });
+    this.ctx.metrics.interruptionEvent(reason);
     this.log.warn({ decision: 'FAILED', reason, delivered_output_tokens: this.deliveredTokens() }, 'interruption event sent');
     await this.delivery.end(interruptionEvent({ requestId: this.requestId, deliveredOutputTokens: this.deliveredTokens(), reason }));
   }

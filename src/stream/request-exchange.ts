@@ -65,6 +65,7 @@ export class RequestExchange implements ClientStreamHandler {
   }
 
   private decide(): void {
+    if (this.ctx.drain.draining) return this.passthrough('draining');
     const raw = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks);
     const cfg = this.ctx.config;
     const scope = decideScope(raw, {

@@ -198,7 +198,7 @@ if ('skip' in located) {
       const id = newRequestId(`real-k${k}`);
       const started = Date.now();
       let killed: { replica: LlamaReplica; pid: number; contentAtKill: string; wasProcessing: boolean; at: number } | undefined;
-      const firstByteBefore = stack.sidecar.ctx.metrics.get('gateway_recovery_first_byte_ms_sum');
+      const firstByteBefore = stack.sidecar.ctx.metrics.recoveryLatencySumSeconds();
       let killError: Error | undefined;
       const r = await streamChat(stack.url, body(), { 'x-request-id': id }, async (p) => {
         if (killed || killError || p.contentChunks < k) return;
@@ -273,7 +273,7 @@ if ('skip' in located) {
         directNoWrapperEqual,
         usage: r.usage,
         detectMs: trig[0].time ? Date.parse(trig[0].time) - kill.at : null,
-        leg2FirstByteMs: stack.sidecar.ctx.metrics.get('gateway_recovery_first_byte_ms_sum') - firstByteBefore,
+        leg2FirstByteMs: Math.round((stack.sidecar.ctx.metrics.recoveryLatencySumSeconds() - firstByteBefore) * 1000),
         ms: Date.now() - started,
       });
 

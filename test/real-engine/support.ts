@@ -221,6 +221,7 @@ export async function startRealStack(replicas: LlamaReplica[], env: Record<strin
     ...sidecarEnv,
     DOWNSTREAM_URL: `http://127.0.0.1:${egressPort}`,
     PORT: String(extProcPort),
+    ADMIN_PORT: sidecarEnv.ADMIN_PORT ?? '0',
     LOG_LEVEL: env.LOG_LEVEL ?? 'debug',
   });
   const sidecar = await startSidecar(config, createLogger(config.logLevel, sink));

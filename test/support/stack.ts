@@ -56,6 +56,7 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
     const config = loadConfig({
       CONTINUATION_MODEL: 'generic-test',
       STALL_IDLE_TIMEOUT_SECONDS: '1',
+      ADMIN_PORT: '0', // several sidecars run in one process: an ephemeral admin port each
       ...env,
       DOWNSTREAM_URL: `http://127.0.0.1:${egressPort}`,
       ...(continuationEngine ? { CONTINUATION_URL: `http://127.0.0.1:${contEgressPort}` } : {}),

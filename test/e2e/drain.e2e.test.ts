@@ -1,0 +1,105 @@
+// Graceful shutdown through the real Envoy: Sidecar.drain() turns readiness and gRPC health off, passes new
+// requests through (native proxying), lets the stream in flight finish, then closes; past the deadline it
+// closes anyway.
+import * as grpc from '@grpc/grpc-js';
+import { EXT_PROC_SERVICE, healthServiceDefinition } from '../../src/extproc/health';
+import { chatBody, newRequestId, postChat } from '../support/client';
+import { startTestStack, type TestStack } from '../support/stack';
+import { expectOneCompleteStream, seenFor } from './helpers';
+
+const SLOW = { 'x-fake-answer-tokens': '30,40', 'x-fake-token-ms': '50' }; // ~70 tokens, ~3.5 s
+
+async function waitFor(cond: () => boolean, timeoutMs = 5000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > until) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function healthCheck(port: number, service: string): Promise<string> {
+  const Ctor = grpc.makeGenericClientConstructor(healthServiceDefinition(), 'Health');
+  const c = new Ctor(`127.0.0.1:${port}`, grpc.credentials.createInsecure()) as any;
+  return new Promise<string>((resolve, reject) =>
+    c.Check({ service }, (err: Error | null, res?: { status: string }) => {
+      c.close();
+      if (err) reject(err);
+      else resolve(res!.status);
+    }),
+  );
+}
+
+describe('drain', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack();
+  });
+  afterAll(async () => stack?.stop());
+
+  it('the stream in flight completes, a request during drain is proxied natively, /readyz is 503', async () => {
+    const sidecar = stack.sidecar!;
+    const admin = `http://127.0.0.1:${sidecar.adminPort}`;
+    expect((await fetch(`${admin}/readyz`)).status).toBe(200);
+
+    const slowId = newRequestId('inflight');
+    const slow = postChat(stack.url, chatBody(), { ...SLOW, 'x-request-id': slowId });
+    await waitFor(() => stack.records({ request_id: slowId, decision: 'FIRST_DELTA' }).length === 1);
+
+    const started = Date.now();
+    const drained = sidecar.drain(20_000);
+    expect(sidecar.draining).toBe(true);
+    const ready = await fetch(`${admin}/readyz`);
+    expect(ready.status).toBe(503);
+    expect((await fetch(`${admin}/healthz`)).status).toBe(200);
+    expect(await healthCheck(sidecar.port, '')).toBe('NOT_SERVING');
+    expect(await healthCheck(sidecar.port, EXT_PROC_SERVICE)).toBe('NOT_SERVING');
+    const metrics = await (await fetch(`${admin}/metrics`)).text();
+    expect(metrics).toMatch(/^gateway_draining 1$/m);
+    expect(metrics).toMatch(/^gateway_active_streams 1$/m);
+
+    // A new request while draining: handed back to Envoy (CONTINUE + echo), the sidecar originates nothing.
+    const lateId = newRequestId('late');
+    const late = await postChat(stack.url, chatBody(), { 'x-fake-answer-tokens': '5,5', 'x-request-id': lateId });
+    expectOneCompleteStream(late);
+    expect(stack.records({ request_id: lateId, decision: 'PASSTHROUGH' })).toEqual([expect.objectContaining({ reason: 'draining' })]);
+    expect(stack.logs.filter((l) => l.event === 'request_end' && l.request_id === lateId)).toEqual([]);
+    expect(seenFor(stack, lateId)).toHaveLength(1);
+    // The slow stream is still running: the late request did not wait for it.
+    expect(stack.logs.some((l) => l.event === 'request_end' && l.request_id === slowId)).toBe(false);
+
+    const r = await slow;
+    expectOneCompleteStream(r);
+    expect(r.finishReasons).toEqual(['stop']);
+    expect(r.raw.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    expect(await stack.waitForEnd(slowId)).toMatchObject({ outcome: 'completed', legs: 1 });
+
+    await drained;
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(stack.records({ decision: 'DRAINED' })).toHaveLength(1);
+    // Closed: the admin port no longer answers.
+    await expect(fetch(`${admin}/healthz`)).rejects.toThrow();
+  });
+});
+
+describe('drain deadline', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack();
+  });
+  afterAll(async () => stack?.stop());
+
+  it('closes when the deadline passes with a stream still in flight', async () => {
+    const sidecar = stack.sidecar!;
+    const id = newRequestId('deadline');
+    const slow = postChat(stack.url, chatBody(), { ...SLOW, 'x-fake-token-ms': '200', 'x-request-id': id });
+    await waitFor(() => stack.records({ request_id: id, decision: 'FIRST_DELTA' }).length === 1);
+    const started = Date.now();
+    await sidecar.drain(300);
+    // 300 ms deadline + at most the 1 s grace for the gRPC calls left.
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(stack.records({ decision: 'DRAIN_TIMEOUT' })).toEqual([expect.objectContaining({ active_streams: 1 })]);
+    const r = await slow;
+    // Cut short: never a complete answer.
+    expect(r.finishReasons).toEqual([]);
+  });
+});
