@@ -47,6 +47,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger): Promise<
     budget,
     metrics: new Metrics(() => budget, () => drainState.draining),
     drain: drainState,
+    inFlight: new Set(),
   };
   const health = new HealthStatus('NOT_SERVING');
   const server = new grpc.Server({
@@ -112,8 +113,14 @@ export async function startSidecar(config: GatewayConfig, log: Logger): Promise<
         log.info({ decision: 'DRAIN', active_streams: budget.activeStreams, timeout_ms: timeoutMs }, 'draining: new requests are passed through');
         while (budget.activeStreams > 0 && Date.now() - started < timeoutMs) await new Promise((r) => setTimeout(r, 25));
         const left = budget.activeStreams;
-        if (left > 0) log.warn({ decision: 'DRAIN_TIMEOUT', active_streams: left }, 'drain deadline reached with streams in flight: closing');
-        else log.info({ decision: 'DRAINED', drain_ms: Date.now() - started }, 'drained: closing');
+        if (left > 0) {
+          log.warn({ decision: 'DRAIN_TIMEOUT', active_streams: left }, 'drain deadline reached with streams in flight: ending them with the interruption event');
+          // Never a silent cut: each stream ends with the interruption event (or, before its first delta,
+          // an error answer), then the server closes.
+          for (const r of ctx.inFlight) r.shutdown();
+          const until = Date.now() + 2000;
+          while (budget.activeStreams > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
+        } else log.info({ decision: 'DRAINED', drain_ms: Date.now() - started }, 'drained: closing');
         // Whatever is left (pass-through ext_proc streams, or streams past the deadline) gets a short grace.
         await close(Math.max(1000, timeoutMs - (Date.now() - started)));
       })());

@@ -14,4 +14,6 @@ export interface GatewayContext {
   readonly metrics: Metrics;
   /** Set by Sidecar.drain(): new requests are passed through (native proxying). */
   readonly drain: { draining: boolean };
+  /** Originated responses in flight, so a drain deadline can end them with the interruption event. */
+  readonly inFlight: Set<{ shutdown(): void }>;
 }

@@ -76,6 +76,15 @@ export class OriginatedResponse {
     this.log = ctx.log.child({ request_id: this.requestId });
   }
 
+  private shuttingDown = false;
+
+  /** Drain deadline: abort the current leg; the failure path then ends the stream explicitly. */
+  shutdown(): void {
+    if (this.gone || this.shuttingDown) return;
+    this.shuttingDown = true;
+    this.abort?.abort();
+  }
+
   /** Called by the ext_proc glue when the client disconnects: abort the current upstream attempt now. */
   clientGone(reason: string): void {
     if (this.gone || this.phase === 'done' || this.phase === 'interrupted') return;
@@ -87,6 +96,7 @@ export class OriginatedResponse {
   async run(): Promise<void> {
     const budget = this.ctx.budget;
     budget.activeStreams++;
+    this.ctx.inFlight.add(this);
     try {
       await this.runLeg1Attempts();
     } catch (e) {
@@ -97,6 +107,7 @@ export class OriginatedResponse {
       await this.interrupt('gateway-internal-error').catch(() => this.delivery.reset('gateway-internal-error'));
     } finally {
       budget.activeStreams--;
+      this.ctx.inFlight.delete(this);
       this.ctx.metrics.requestEnded({ legs: this.legs, recoveredTokens: this.recovered?.totalRecovered ?? 0, retried: this.attempt > 1, firstDeltaSent: this.delivery.committed });
       this.releaseSlot?.();
       this.abort?.abort();
@@ -112,6 +123,7 @@ export class OriginatedResponse {
       if (out.type === 'gone' || this.gone) return;
       if (out.type === 'finished') return this.setOutcome(this.attempt > 1 ? 'completed-after-retry' : 'completed');
       if (out.type === 'responded') return this.setOutcome('passed-through-status');
+      if (this.shuttingDown) return await this.endForShutdown();
       if (this.delivery.committed) return await this.onPostCommitFailure(out);
       this.ctx.metrics.interruption(out.failure, 'prefill');
       let d = decidePreCommit({ failure: out.failure, attempt: this.attempt, maxAttempts: this.ctx.config.maxAttempts, recoveryAllowed: true });
@@ -442,7 +454,15 @@ export class OriginatedResponse {
     }
     this.ctx.metrics.recovery('continuation', 'failed');
     const d = decidePostCommit({ failure: out.type === 'failed' ? out.failure : 'reset', leg: 2, toolCallDelivered: false, recoverableText: true, continuationConfigured: true, continuationEnabled: true, recoveryAllowed: false });
-    await this.interrupt(d.action === 'interrupt' ? d.reason : 'leg2-failed');
+    await this.interrupt(this.shuttingDown ? 'gateway-shutdown' : d.action === 'interrupt' ? d.reason : 'leg2-failed');
+  }
+
+  private async endForShutdown(): Promise<void> {
+    if (this.delivery.committed) return await this.interrupt('gateway-shutdown');
+    this.phase = 'interrupted';
+    this.setOutcome('failed-before-first-delta', 'gateway-shutdown');
+    const body = JSON.stringify({ error: { message: 'The gateway is shutting down.', type: 'server_error', code: 'gateway_shutdown', request_id: this.requestId ?? null } });
+    await this.delivery.respond(503, { 'content-type': 'application/json' }, Buffer.from(body));
   }
 
   /** Ends a committed stream with the interruption event: never a silent truncation. */

@@ -88,7 +88,7 @@ describe('drain deadline', () => {
   });
   afterAll(async () => stack?.stop());
 
-  it('closes when the deadline passes with a stream still in flight', async () => {
+  it('at the deadline, a stream still in flight ends with the interruption event, then the sidecar closes', async () => {
     const sidecar = stack.sidecar!;
     const id = newRequestId('deadline');
     const slow = postChat(stack.url, chatBody(), { ...SLOW, 'x-fake-token-ms': '200', 'x-request-id': id });
@@ -99,7 +99,10 @@ describe('drain deadline', () => {
     expect(Date.now() - started).toBeLessThan(3000);
     expect(stack.records({ decision: 'DRAIN_TIMEOUT' })).toEqual([expect.objectContaining({ active_streams: 1 })]);
     const r = await slow;
-    // Cut short: never a complete answer.
+    // Cut short, but never silently: the interruption event, then [DONE].
     expect(r.finishReasons).toEqual([]);
+    expect(r.transportError).toBeNull();
+    expect(r.errors).toEqual([expect.objectContaining({ code: 'upstream_decode_interrupted', reason: 'gateway-shutdown', partial_output: true })]);
+    expect(r.done).toBe(true);
   });
 });
