@@ -26,7 +26,10 @@ die() { say "ERROR: $*"; exit 1; }
 LOCK="$(dirname "$VENV_DIR")/$(basename "$VENV_DIR").install-lock"
 take_lock() {
   local waited=0 holder
+  mkdir -p "$(dirname "$VENV_DIR")" || die "cannot create $(dirname "$VENV_DIR")"
+  [ -w "$(dirname "$VENV_DIR")" ] || die "$(dirname "$VENV_DIR") is not writable"
   until mkdir "$LOCK" 2>/dev/null; do
+    [ -d "$LOCK" ] || die "cannot create the lock directory $LOCK"
     holder="$(cat "$LOCK/pid" 2>/dev/null || true)"
     if [[ "$holder" =~ ^[0-9]+$ ]] && ! kill -0 "$holder" 2>/dev/null; then
       say "breaking stale install lock $LOCK (pid $holder is gone)"

@@ -172,9 +172,22 @@ export class OriginatedResponse {
     const cfg = this.ctx.config;
     const id = this.requestId && this.attempt > 1 ? `${this.requestId}-a${this.attempt}` : this.requestId;
     this.attemptHadHeaders = false;
+    const attemptStart = Date.now();
+    // FIRST_DELTA_TIMEOUT_SECONDS counts from the attempt's start: engines may hold their response headers
+    // back during prefill, so the wait for headers is part of it.
+    let firstDeltaExpired = false;
+    const firstDeltaTimer =
+      cfg.firstDeltaTimeoutMs > 0
+        ? setTimeout(() => {
+            firstDeltaExpired = true;
+            this.abort?.abort();
+          }, cfg.firstDeltaTimeoutMs)
+        : undefined;
     const res = await this.openLeg(cfg.downstreamUrl, id, this.req.rawBody);
+    clearTimeout(firstDeltaTimer);
     if (this.gone) return { type: 'gone' };
     if (res instanceof LegOpenError) {
+      if (firstDeltaExpired) return { type: 'failed', failure: 'first-delta-timeout', detail: 'no response headers' };
       if (res.kind === 'connect') return await this.routerUnreachable('egress-connect-failed');
       return { type: 'failed', failure: res.kind === 'headers-timeout' ? 'headers-timeout' : 'reset', detail: res.kind };
     }
@@ -195,17 +208,16 @@ export class OriginatedResponse {
     }
     this.delivery.setHeaders(200, clientResponseHeaders(res.headers));
     this.attemptHadHeaders = true;
-    return this.relayLeg1(new LegReader(res.body));
+    return this.relayLeg1(new LegReader(res.body), attemptStart);
   }
 
-  private async relayLeg1(reader: LegReader): Promise<LegOutcome> {
+  private async relayLeg1(reader: LegReader, legStart: number): Promise<LegOutcome> {
     const cfg = this.ctx.config;
-    const legStart = Date.now();
     let lastByte = legStart;
     let stalledMs = 0;
     let toolHold: { raw: Buffer[]; obs: ObservedEvent[] } | null = null;
     const periodMs = (): number => {
-      if (!this.delivery.committed && cfg.firstDeltaTimeoutMs > 0) return Math.min(cfg.stallIdleTimeoutMs, cfg.firstDeltaTimeoutMs);
+      if (!this.delivery.committed && cfg.firstDeltaTimeoutMs > 0) return Math.max(1, Math.min(cfg.stallIdleTimeoutMs, cfg.firstDeltaTimeoutMs - (Date.now() - legStart)));
       return cfg.stallIdleTimeoutMs;
     };
     try {
