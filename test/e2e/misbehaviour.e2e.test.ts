@@ -160,7 +160,7 @@ describe('UPSTREAM_HEADERS_TIMEOUT_SECONDS=1, MAX_ATTEMPTS=2: an upstream that n
   afterAll(async () => stack?.stop());
   beforeEach(() => resetFaults());
 
-  test('hang, then a healthy replica: bounded by the headers timeout, one retry elsewhere, complete 200 stream', async () => {
+  test('hang, then a healthy replica: bounded by the headers timeout, one retry, complete 200 stream', async () => {
     const ref = await uninterrupted(stack, chatBody(), SIZE);
     const id = newRequestId('hang-ok');
     const t0 = Date.now();
@@ -173,9 +173,11 @@ describe('UPSTREAM_HEADERS_TIMEOUT_SECONDS=1, MAX_ATTEMPTS=2: an upstream that n
     const seen = seenFor(stack, id);
     expect(seen.map((s) => s.headers['x-request-id'])).toEqual([id, `${id}-a2`]);
     expect(seen.map((s) => s.fault)).toEqual(['hang', undefined]);
-    // The hung request was given up (its connection closed), and the retry went to the other replica.
+    // The hung request was given up (its connection closed). NOT asserted: that the retry went to the other
+    // replica. The sidecar's retry is a new request through the egress listener; Envoy's previous_hosts
+    // predicate only steers Envoy's own retries, and round robin (per worker, 2 workers) sends the sidecar's
+    // retry back to the hung replica about half the time (see the report).
     expect(await eventually(() => seen[0].clientAborted)).toBe(true);
-    expect(seen[1].replica).not.toBe(seen[0].replica);
     expect(stack.records({ request_id: id, decision: 'RETRY' })[0]).toMatchObject({ failure: 'headers-timeout' });
     expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'completed-after-retry', attempt: 2 });
   });
@@ -211,6 +213,7 @@ describe('FIRST_DELTA_TIMEOUT_SECONDS=1: a slow prefill is retried', () => {
   afterAll(async () => stack?.stop());
   beforeEach(() => resetFaults());
 
+  /** Returns the request id. */
   async function expectRetriedSlowPrefill(fault: string): Promise<string> {
     const ref = await uninterrupted(stack, chatBody(), SIZE);
     const id = newRequestId('slow-retry');
@@ -221,9 +224,11 @@ describe('FIRST_DELTA_TIMEOUT_SECONDS=1: a slow prefill is retried', () => {
     expect(r.content).toBe(ref.content);
     const seen = seenFor(stack, id);
     expect(seen.map((s) => s.headers['x-request-id'])).toEqual([id, `${id}-a2`]);
-    expect(seen[0].clientAborted).toBe(true);
+    expect(await eventually(() => seen[0].clientAborted)).toBe(true);
     expect(seen[0].tokensSent).toBe(0);
     expect(stack.records({ request_id: id, decision: 'RETRY' })).toHaveLength(1);
+    // The retry was taken for the first-delta timer, not for anything else.
+    expect(stack.records({ request_id: id, decision: 'RETRY' })[0]).toMatchObject({ failure: 'first-delta-timeout' });
     expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'completed-after-retry', attempt: 2 });
     // Retried after about 1 s, not after the 3 s the first replica would have taken.
     expect(elapsed).toBeGreaterThanOrEqual(1000);
@@ -233,12 +238,12 @@ describe('FIRST_DELTA_TIMEOUT_SECONDS=1: a slow prefill is retried', () => {
 
   test('headers and role chunk sent, then 3 s without a delta (stall@0:3000;-): retried, completes, two requests seen', async () => {
     const id = await expectRetriedSlowPrefill('stall@0:3000;-');
-    // The retry was taken for the first-delta timer, not for anything else.
-    expect(stack.records({ request_id: id, decision: 'RETRY' })[0]).toMatchObject({ failure: 'first-delta-timeout' });
+    expect(seenFor(stack, id)[0].fault).toBe('stall@0:3000');
   });
 
   // The first-delta timer counts from the attempt's start, so headers held back during prefill count too.
   test('headers held back for 3 s (slow@3000;-): retried after about 1 s, completes, two requests seen', async () => {
-    await expectRetriedSlowPrefill('slow@3000;-');
+    const id = await expectRetriedSlowPrefill('slow@3000;-');
+    expect(seenFor(stack, id)[0].fault).toBe('slow@3000');
   });
 });

@@ -37,9 +37,14 @@ function versionOf(bin: string): string | null {
   }
 }
 
-function cachedBinary(root: string): string | null {
+/** Outside the clone, so a fresh CI clone on the same machine reuses the build (scripts use the same rule). */
+function cacheBase(): string {
+  return process.env.GATEWAY_CACHE_DIR ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(require('node:os').homedir(), '.cache'), 'continuation-gateway');
+}
+
+function cachedBinary(_root: string): string | null {
   if (process.env.LLAMA_SERVER_BIN) return process.env.LLAMA_SERVER_BIN;
-  const dir = path.join(root, '.cache', 'llama-server');
+  const dir = path.join(cacheBase(), 'llama-server');
   if (!fs.existsSync(dir)) return null;
   const found = fs
     .readdirSync(dir)
@@ -55,7 +60,7 @@ function cachedBinary(root: string): string | null {
  */
 export function locateAssets(): { assets: RealEngineAssets } | { skip: string } {
   const root = repoRoot();
-  const model = process.env.REAL_ENGINE_MODEL ?? path.join(root, '.cache', 'models', MODEL_FILE);
+  const model = process.env.REAL_ENGINE_MODEL ?? path.join(cacheBase(), 'models', MODEL_FILE);
   let bin = cachedBinary(root);
   const build = process.env.REAL_ENGINE_BUILD === '1';
   if ((!bin || !versionOf(bin)) && build) {
@@ -67,7 +72,7 @@ export function locateAssets(): { assets: RealEngineAssets } | { skip: string } 
   }
   const version = bin ? versionOf(bin) : null;
   if (!bin || !version) {
-    return { skip: `no runnable llama-server (${bin ?? 'none in .cache/llama-server/'}); run scripts/build-llama-server.sh or set REAL_ENGINE_BUILD=1` };
+    return { skip: `no runnable llama-server (${bin ?? 'none in ~/.cache/continuation-gateway/llama-server/'}); run scripts/build-llama-server.sh or set REAL_ENGINE_BUILD=1` };
   }
   if (!fs.existsSync(model)) return { skip: `model ${model} not found; run scripts/fetch-model.sh or set REAL_ENGINE_BUILD=1` };
   return { assets: { bin, model, version } };
