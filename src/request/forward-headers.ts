@@ -53,12 +53,14 @@ export function clientResponseHeaders(upstream: Record<string, string | string[]
 /**
  * True when the status came from Envoy itself because no router-tier host could be reached (after its
  * before-headers retries), as opposed to a 503 that the router sent. Flags: UF upstream connection failure,
- * URX retry limit exceeded, UH no healthy upstream, UO overflow (circuit breaker), NC no cluster.
+ * (URX retry limit exceeded comes with UF then), UH no healthy upstream, UO overflow (circuit breaker), NC no cluster.
  */
 export function isRouterTierUnreachable(upstream: Record<string, string | string[] | undefined>): boolean {
   const raw = upstream[UPSTREAM_FLAGS_HEADER];
   const flags = (Array.isArray(raw) ? raw.join(',') : raw ?? '').split(/[,\s]+/);
-  return flags.some((f) => ['UF', 'URX', 'UH', 'UO', 'NC'].includes(f));
+  // URX alone (retry limit exceeded) also marks a router that answered 503 on every try: that 503 is the
+  // router's own answer and passes through; only a failure to reach any host counts as unreachable.
+  return flags.some((f) => ['UF', 'UH', 'UO', 'NC'].includes(f));
 }
 
 /**

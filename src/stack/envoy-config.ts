@@ -401,12 +401,14 @@ function egressListener(name: string, port: number, cluster: string, idleTimeout
                           timeout: '0s',
                           idle_timeout: idleTimeout,
                           // Retries only where nothing can have been generated yet: the connection failed, the
-                          // stream was refused, or it was reset before the request was sent. Never on 5xx or
-                          // on resets after headers (the sidecar's continuation handles those). No
+                          // stream was refused, it was reset before the request was sent, or a replica answered
+                          // 503 (overloaded / draining: it generated nothing) before any body. Never on other
+                          // 5xx or on resets after headers (the sidecar's continuation handles those). No
                           // per_try_idle_timeout / per_try_timeout / max_stream_duration: they would cut
                           // long or slow streams.
                           retry_policy: {
-                            retry_on: 'connect-failure,refused-stream,reset-before-request',
+                            retry_on: 'connect-failure,refused-stream,reset-before-request,retriable-status-codes',
+                            retriable_status_codes: [503],
                             num_retries: 2,
                             // Send the retry to another replica than the one that just failed.
                             retry_host_predicate: [

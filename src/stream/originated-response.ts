@@ -241,7 +241,7 @@ export class OriginatedResponse {
             sinceLegStartMs: now - legStart,
           });
           if (d.action === 'fail') return { type: 'failed', failure: d.failure, heldToolCall: toolHold ? Buffer.concat(toolHold.raw) : undefined };
-          this.log.warn({ decision: 'WAITING', leg: 1, silent_ms: now - lastByte, tool_call_seen: this.tracker.toolCallsSeen, first_delta_sent: this.delivery.committed }, 'leg1 silent but not actionable, continuing to wait');
+          this.log.warn({ decision: 'WAITING', leg: 1, silent_ms: now - lastByte, tool_call_seen: this.tracker.toolCallsSeen, first_delta_sent: this.firstDeltaAt !== null }, 'leg1 silent but not actionable, continuing to wait');
           continue;
         }
         if (r.type === 'end' || r.type === 'reset') {
@@ -499,7 +499,7 @@ export class OriginatedResponse {
   }
 
   private logTransition(decision: string, extra: Record<string, unknown> = {}): void {
-    this.log.info({ decision, completion_id: this.tracker.id, phase: this.phase, attempt: this.attempt, legs: this.legs, first_delta_sent: this.delivery.committed, ...extra }, decision);
+    this.log.info({ decision, completion_id: this.tracker.id, phase: this.phase, attempt: this.attempt, legs: this.legs, first_delta_sent: this.firstDeltaAt !== null, ...extra }, decision);
   }
 
   private logEnd(): void {
@@ -511,7 +511,7 @@ export class OriginatedResponse {
         phase: this.phase,
         attempt: this.attempt,
         legs: this.legs,
-        first_delta_sent: this.delivery.committed,
+        first_delta_sent: this.firstDeltaAt !== null,
         delivered_output_tokens: this.deliveredTokens(),
         delivered_reasoning_chars: this.tracker.reasoning.length,
         delivered_content_chars: this.tracker.content.length,

@@ -70,7 +70,7 @@ describe('with continuation (MAX_ATTEMPTS=2)', () => {
   });
 
   test('every fault kind after the first delta ends with finish_reason or the interruption event', async () => {
-    for (const fault of ['crash@10', 'fin@10', 'eof@10', 'stall@10', 'error@10', 'abort@10', 'crash@10;crash@3', 'crash@10;fin@3', 'crash@10;eof@3', 'crash@10;error@3', 'crash@10;abort@3', 'crash@10;status@503']) {
+    for (const fault of ['crash@10', 'fin@10', 'eof@10', 'stall@10', 'error@10', 'abort@10', 'crash@10;crash@3', 'crash@10;fin@3', 'crash@10;eof@3', 'crash@10;error@3', 'crash@10;abort@3', 'crash@10;status@503;status@503;status@503', 'crash@10;status@500']) {
       resetFaults();
       const id = newRequestId();
       const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': fault });

@@ -78,7 +78,7 @@ suite(`official openai Python client${skipNote}`, () => {
     resetFaults();
     [recovered, status503, interrupted] = await Promise.all([
       runPythonClient(enabled.url, 'crash@30', { ...SIZE, 'x-request-id': ids.recovered }),
-      runPythonClient(enabled.url, 'status@503', SIZE),
+      runPythonClient(enabled.url, 'status@503;status@503;status@503', SIZE),
       runPythonClient(disabled.url, 'crash@5', { ...SIZE, 'x-request-id': ids.interrupted }),
     ]);
   }, 60_000);

@@ -150,7 +150,8 @@ describe('renderEnvoyConfig content', () => {
     expect(r.route.timeout).toBe('0s');
     expect(r.route.max_stream_duration).toBeUndefined();
     expect(r.route.retry_policy).toMatchObject({
-      retry_on: 'connect-failure,refused-stream,reset-before-request',
+      retry_on: 'connect-failure,refused-stream,reset-before-request,retriable-status-codes',
+      retriable_status_codes: [503],
       num_retries: 2,
       host_selection_retry_max_attempts: 3,
     });

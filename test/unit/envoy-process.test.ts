@@ -195,17 +195,25 @@ describe('router tier failures seen through egress', () => {
     expect(flags.split(',')).toEqual(expect.arrayContaining(['UF', 'URX']));
   });
 
-  it('the router\'s own 503 keeps flags "-" (and a forged header is overwritten)', async () => {
+  it('the router\'s own 5xx is passed on with flags "-" (503 after its before-headers retries: URX only)', async () => {
+    const broken = await upstream('router-broken', 500);
     const busy = await upstream('router-busy', 503);
-    ups.push(busy);
-    const e = await startEnvoy(await baseOptions(sidecar.port, [busy.port]));
+    ups.push(broken, busy);
+    const e = await startEnvoy(await baseOptions(sidecar.port, [broken.port]));
     running.push(e);
     const r = await request(`${e.egressUrl}/v1/chat/completions`, 'POST', '{}');
-    expect(r.status).toBe(503);
-    expect(r.body).toContain('router-busy 503');
+    expect(r.status).toBe(500);
+    expect(r.body).toContain('router-broken 500');
     expect(r.headers['x-gateway-upstream-flags']).toBe('-');
-    // 5xx is not retried (only connect failures / refused streams / resets before the request).
-    expect(busy.hits).toHaveLength(1);
+    expect(broken.hits).toHaveLength(1); // 500 is never retried
+    const e2 = await startEnvoy(await baseOptions(sidecar.port, [busy.port]));
+    running.push(e2);
+    const r2 = await request(`${e2.egressUrl}/v1/chat/completions`, 'POST', '{}');
+    expect(r2.status).toBe(503);
+    expect(r2.body).toContain('router-busy 503');
+    // 503 before headers is retried (retriable-status-codes): 1 + num_retries tries, then passed on.
+    expect(busy.hits).toHaveLength(3);
+    expect(r2.headers['x-gateway-upstream-flags']).toBe('URX');
   });
 
   it('one of two replicas is down: the before-headers retry lands on the other one', async () => {

@@ -95,11 +95,11 @@ describe('clientResponseHeaders', () => {
 describe('isRouterTierUnreachable', () => {
   const h = (v: string | string[] | undefined) => ({ [UPSTREAM_FLAGS_HEADER]: v });
 
-  it.each(['UF', 'URX', 'UH', 'UO', 'NC', 'UF,URX', 'URX,UF', 'DC,UH', 'UT, UO'])('flags %j: unreachable', (flags) => {
+  it.each(['UF', 'UH', 'UO', 'NC', 'UF,URX', 'URX,UF', 'DC,UH', 'UT, UO'])('flags %j: unreachable', (flags) => {
     expect(isRouterTierUnreachable(h(flags))).toBe(true);
   });
 
-  it.each(['-', '', 'UT', 'DC', 'UC', 'LR', 'URXX', 'uf', 'XUF'])('flags %j: not unreachable', (flags) => {
+  it.each(['-', '', 'UT', 'DC', 'UC', 'LR', 'URX', 'URXX', 'uf', 'XUF'])('flags %j: not unreachable', (flags) => {
     expect(isRouterTierUnreachable(h(flags))).toBe(false);
   });
 
