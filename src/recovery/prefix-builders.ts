@@ -77,8 +77,20 @@ function thinkTagFamily(name: string, generationPromptOpensThink: boolean, match
 // The reference's fallback for every model it has no builder for (Kimi-K2.x, Qwen3, GLM, ...).
 const generic = thinkTagFamily('generic', false, () => true);
 
+// Models without a reasoning format (CONTINUATION_MODEL=plain, or a SmolLM2 deployment): the delivered
+// content is the prefix, nothing else. Measured with llama-server + SmolLM2-135M at temperature 0
+// (docs/real-engine.md): the generic builder's empty "<think></think>" is plain text to such a model and
+// changed its continuation at 15 of 18 cut points; the bare content reproduced the greedy answer at 18 of 18.
+const plain: PrefixFamilyEntry = {
+  name: 'plain',
+  generationPromptOpensThink: false,
+  matches: (model) => ['plain', 'no-reasoning'].includes(normalize(model)) || normalize(model).startsWith('smollm'),
+  // Reasoning is never expected from such a model; if some arrives anyway it is delivered text too.
+  build: (reasoning, content) => reasoning + content,
+};
+
 /** Searched in order; `generic` is last and matches everything, so familyFor never fails. */
-export const PREFIX_FAMILIES: readonly PrefixFamilyEntry[] = Object.freeze([kimiK3, generic]);
+export const PREFIX_FAMILIES: readonly PrefixFamilyEntry[] = Object.freeze([kimiK3, plain, generic]);
 
 export function familyFor(continuationModel: string): PrefixFamilyEntry {
   return PREFIX_FAMILIES.find((f) => f.matches(continuationModel)) ?? generic;

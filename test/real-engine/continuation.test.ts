@@ -1,3 +1,4 @@
+import { familyFor } from '../../src/recovery/prefix-builders';
 // Crash continuation against a REAL inference server: two llama.cpp llama-server replicas serving
 // SmolLM2-135M-Instruct (greedy, temperature 0) behind the real Envoy and the in-process sidecar. The
 // replica serving an answer is SIGKILLed after the client has received k content chunks; the client must
@@ -67,6 +68,9 @@ function expectOneCompleteStream(r: ClientResult): void {
 }
 
 const GENERIC_WRAPPER = '<think></think>';
+/** What the configured family puts before the delivered content when there was no reasoning. */
+const FAMILY = familyFor(process.env.REAL_ENGINE_CONTINUATION_MODEL ?? 'SmolLM2-135M-Instruct');
+const WRAPPER = FAMILY.build('', 'X').slice(0, -1);
 const ASSISTANT_OPEN = '<|im_start|>assistant\n';
 
 if ('skip' in located) {
@@ -239,7 +243,7 @@ if ('skip' in located) {
       expect(trig[0].case).toBe('content-done');
       const leg2 = stack.records({ request_id: id, decision: 'ATTEMPT' }).filter((a) => a.leg === 2);
       expect(leg2).toHaveLength(1);
-      expect(leg2[0]).toMatchObject({ case: 'content-done', family: 'generic' });
+      expect(leg2[0]).toMatchObject({ case: 'content-done', family: FAMILY.name });
 
       // The survivor ran leg2 (it answered 200, or the sidecar would have sent the interruption event):
       // its last task's prompt is the original conversation plus an OPEN assistant turn holding the
@@ -248,10 +252,10 @@ if ('skip' in located) {
       const slot = await survivor.lastTaskSlot();
       expect(typeof slot?.prompt).toBe('string');
       const prompt: string = slot.prompt;
-      const at = prompt.lastIndexOf(`${ASSISTANT_OPEN}${GENERIC_WRAPPER}`);
+      const at = prompt.lastIndexOf(`${ASSISTANT_OPEN}${WRAPPER}`);
       expect(at).toBeGreaterThan(0);
       expect(prompt.slice(0, at)).toContain(PROMPT);
-      const delivered = prompt.slice(at + ASSISTANT_OPEN.length + GENERIC_WRAPPER.length);
+      const delivered = prompt.slice(at + ASSISTANT_OPEN.length + WRAPPER.length);
       expect(delivered.startsWith(kill.contentAtKill)).toBe(true);
       expect(r.content.startsWith(delivered)).toBe(true);
       if (typeof slot.generated === 'string' && slot.generated !== '') expect(delivered + slot.generated).toBe(r.content);

@@ -217,7 +217,9 @@ export async function startRealStack(replicas: LlamaReplica[], env: Record<strin
     },
   });
   const sidecarEnv: Record<string, string> = {
-    CONTINUATION_MODEL: 'generic',
+    // The deployment's model: SmolLM2 has no reasoning format, so the `plain` prefix family (bare delivered
+    // text). REAL_ENGINE_CONTINUATION_MODEL=generic reproduces the <think></think> measurements.
+    CONTINUATION_MODEL: process.env.REAL_ENGINE_CONTINUATION_MODEL ?? 'SmolLM2-135M-Instruct',
     CONTINUATION_ENGINE: 'vllm',
     STALL_IDLE_TIMEOUT_SECONDS: '3',
     ...env,

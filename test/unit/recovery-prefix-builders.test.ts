@@ -15,7 +15,7 @@ describe('classifyCase', () => {
 
 describe('prefix families', () => {
   it('has one entry per family, generic last as the catch-all', () => {
-    expect(PREFIX_FAMILIES.map((f) => f.name)).toEqual(['kimi-k3', 'generic']);
+    expect(PREFIX_FAMILIES.map((f) => f.name)).toEqual(['kimi-k3', 'plain', 'generic']);
   });
 
   it('matches kimi-k3 exactly, case-insensitively; every other name is generic', () => {
@@ -61,5 +61,14 @@ describe('needsThinkingDisabled', () => {
   it('is true once content has started, false while only reasoning was seen', () => {
     expect(needsThinkingDisabled('x')).toBe(true);
     expect(needsThinkingDisabled('')).toBe(false);
+  });
+});
+
+describe('plain family (models without a reasoning format)', () => {
+  it('is chosen for plain / no-reasoning / smollm* and builds the bare delivered text', () => {
+    for (const m of ['plain', 'No-Reasoning', 'SmolLM2-135M-Instruct']) expect(familyFor(m).name).toBe('plain');
+    expect(familyFor('qwen3').name).toBe('generic');
+    expect(familyFor('plain').build('', 'The sky is')).toBe('The sky is');
+    expect(familyFor('plain').build('', '')).toBe('');
   });
 });
