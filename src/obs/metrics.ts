@@ -18,6 +18,7 @@ export class Metrics {
   private readonly interruptionEvents: Counter<'reason'>;
   private readonly budgetRejections: Counter<'phase'>;
   private readonly malformed: Counter;
+  private readonly overflows: Counter;
   private readonly recoveredTokens: Counter;
   private readonly firstDelta: Histogram;
   private readonly recoveryLatency: Histogram;
@@ -32,6 +33,7 @@ export class Metrics {
     this.interruptionEvents = new Counter({ name: 'gateway_interruption_events_total', help: 'Interruption events sent to clients, by reason.', labelNames: ['reason'], registers });
     this.budgetRejections = new Counter({ name: 'gateway_budget_rejections_total', help: 'Recoveries refused by the recovery budget, by phase.', labelNames: ['phase'], registers });
     this.malformed = new Counter({ name: 'gateway_malformed_events_total', help: 'Malformed SSE events skipped.', registers });
+    this.overflows = new Counter({ name: 'gateway_hold_limit_total', help: 'Held output (tool call, structured output) over MAX_HELD_BYTES, delivered unbuffered.', labelNames: ['what'], registers });
     this.recoveredTokens = new Counter({ name: 'gateway_recovered_tokens_total', help: 'Delivered tokens carried into continuation legs (the recovered prefix).', registers });
     this.firstDelta = new Histogram({ name: 'gateway_time_to_first_delta_seconds', help: 'Request start to the first delta delivered to the client.', buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300], registers });
     this.recoveryLatency = new Histogram({ name: 'gateway_recovery_latency_seconds', help: 'Failure detected to the first byte of the continuation leg.', buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers });
@@ -65,6 +67,10 @@ export class Metrics {
 
   malformedEvent(): void {
     this.malformed.inc();
+  }
+
+  bufferOverflow(what: 'tool-call' | 'structured-output'): void {
+    this.overflows.inc({ what });
   }
 
   observeFirstDelta(seconds: number): void {

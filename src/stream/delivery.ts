@@ -9,6 +9,8 @@ export class Delivery {
   /** Bytes handed to Envoy for the client. */
   bytesDelivered = 0;
   private held: Buffer[] = [];
+  /** Bytes held back before the commit point (bounded by the caller: MAX_HELD_BYTES). */
+  heldBytes = 0;
   private headers: { status: number; headers: Record<string, string> } | null = null;
 
   constructor(private readonly client: ClientStream) {}
@@ -24,16 +26,19 @@ export class Delivery {
 
   hold(buf: Buffer): void {
     this.held.push(buf);
+    this.heldBytes += buf.length;
   }
 
   /** Drop held body bytes but keep the attempt's headers. */
   discardHeldBody(): void {
     this.held = [];
+    this.heldBytes = 0;
   }
 
   /** Forget what a failed attempt produced (nothing of it reached the client). */
   discardAttempt(): void {
     this.held = [];
+    this.heldBytes = 0;
     this.headers = null;
   }
 
@@ -44,6 +49,7 @@ export class Delivery {
     this.client.sendResponseHeaders(h.status, h.headers);
     const held = this.held;
     this.held = [];
+    this.heldBytes = 0;
     if (held.length) await this.write(Buffer.concat(held));
   }
 

@@ -34,6 +34,12 @@ export interface InScopeRequest {
 
 export type Phase = 'prefill' | 'decode' | 'done' | 'interrupted';
 
+/**
+ * The most a request holds back (a buffered tool call, held structured output) before giving up the
+ * protection and delivering as it streams: memory per stream stays bounded whatever the engine sends.
+ */
+export const MAX_HELD_BYTES = 4 * 1024 * 1024;
+
 /** How one leg ended, from the state machine's point of view. */
 export type LegOutcome =
   | { type: 'finished' } // finish_reason seen and the stream ended
@@ -215,7 +221,7 @@ export class OriginatedResponse {
     const cfg = this.ctx.config;
     let lastByte = legStart;
     let stalledMs = 0;
-    let toolHold: { raw: Buffer[]; obs: ObservedEvent[] } | null = null;
+    let toolHold: { raw: Buffer[]; obs: ObservedEvent[]; bytes: number } | null = null;
     const periodMs = (): number => {
       if (!this.delivery.committed && cfg.firstDeltaTimeoutMs > 0) return Math.max(1, Math.min(cfg.stallIdleTimeoutMs, cfg.firstDeltaTimeoutMs - (Date.now() - legStart)));
       return cfg.stallIdleTimeoutMs;
@@ -267,7 +273,13 @@ export class OriginatedResponse {
           if (toolHold) {
             toolHold.raw.push(ev.raw);
             toolHold.obs.push(o);
-            if (o.finishReason !== null || o.kind === 'done') {
+            toolHold.bytes += ev.raw.length;
+            if (toolHold.bytes > MAX_HELD_BYTES) {
+              // Bounded memory: a tool call this large is released as it is and no longer protected.
+              this.ctx.metrics.bufferOverflow('tool-call');
+              this.log.warn({ decision: 'HOLD_LIMIT', what: 'tool-call', bytes: toolHold.bytes }, 'held tool call too large: released unbuffered');
+            }
+            if (o.finishReason !== null || o.kind === 'done' || toolHold.bytes > MAX_HELD_BYTES) {
               await this.deliverEvents(Buffer.concat(toolHold.raw), toolHold.obs, out);
               toolHold = null;
             }
@@ -276,7 +288,7 @@ export class OriginatedResponse {
           if (o.toolCall && this.bufferToolCalls) {
             // BUFFER_TOOL_CALLS: a tool call cannot be continued part-way, so it is held until complete;
             // if the leg dies meanwhile, the continuation starts from the state before it.
-            toolHold = { raw: [ev.raw], obs: [o] };
+            toolHold = { raw: [ev.raw], obs: [o], bytes: ev.raw.length };
             if (o.finishReason !== null) {
               await this.deliverEvents(ev.raw, toolHold.obs, out);
               toolHold = null;
@@ -311,7 +323,13 @@ export class OriginatedResponse {
     this.delivery.hold(raw);
     const complete = obs.some((o) => o.finishReason !== null || o.kind === 'done');
     const delta = obs.some((o) => o.hasDelta || o.usage);
-    if (this.req.structured ? complete : delta || complete) await this.commit();
+    const overflow = this.delivery.heldBytes > MAX_HELD_BYTES;
+    if (overflow) {
+      // Bounded memory: held structured output this large is delivered as it streams from here on.
+      this.ctx.metrics.bufferOverflow('structured-output');
+      this.log.warn({ decision: 'HOLD_LIMIT', what: 'structured-output', bytes: this.delivery.heldBytes }, 'held output too large: delivered unbuffered');
+    }
+    if (this.req.structured ? complete || overflow : delta || complete) await this.commit();
   }
 
   private async flushThen(out: Buffer[], outcome: LegOutcome): Promise<LegOutcome> {

@@ -7,6 +7,9 @@
 import type { Readable } from 'node:stream';
 import { SseParser, type SseEvent } from '../sse/parser';
 
+/** The largest single SSE event a leg may send (a chat chunk is a few hundred bytes). */
+export const MAX_PARTIAL_EVENT_BYTES = 1024 * 1024;
+
 export type LegRead =
   | { type: 'events'; events: SseEvent[] }
   | { type: 'idle' }
@@ -53,6 +56,8 @@ export class LegReader {
       this.bytes += r.value.length;
       const events = this.parser.push(r.value);
       if (events.length) return { type: 'events', events };
+      // An "event" that never ends is not SSE: bounded memory, treated like a broken connection.
+      if (this.parser.bufferedBytes > MAX_PARTIAL_EVENT_BYTES) return { type: 'reset', error: new Error(`SSE event larger than ${MAX_PARTIAL_EVENT_BYTES} bytes`) };
       // A partial event: keep reading under the same idle budget semantics (fresh timer is fine: bytes
       // did arrive, so the leg is not idle).
     }

@@ -1,0 +1,578 @@
+// `npm run bench`: streaming load against the same fake engines (a) directly, (b) through Envoy's egress
+// listener (plain Envoy proxying, no ext_proc: same Envoy process and bootstrap), (c) through the full stack
+// (front listener -> ext_proc sidecar -> egress -> engines), at several concurrency levels; then a recovery
+// benchmark (replica killed mid-answer). Every actor is its own process: the generator (forked, IPC), the
+// engines (node dist/src/fake-engine/main.js), Envoy (startEnvoy) and the sidecar (node dist/src/main.js).
+//
+// Options (flag, or environment variable):
+//   --levels 50,200,500,1000   BENCH_LEVELS         concurrent streams per level
+//   --duration 6               BENCH_DURATION_S     closed loop: workers start new streams until then (s)
+//   --tps 20                   BENCH_TOKENS_PER_S   tokens per second per stream (engine --token-ms 1000/T)
+//   --answer 50,50             BENCH_ANSWER_TOKENS  x-fake-answer-tokens R,C (reasoning, content) per stream
+//   --engines 2                BENCH_ENGINES        fake-engine processes behind Envoy's router tier
+//   --configs a,b,c            BENCH_CONFIGS        which configurations to run
+//   --recovery 50              BENCH_RECOVERY       streams in the recovery benchmark (0 = skip)
+//   --ramp-ms 1000             BENCH_RAMP_MS        stream starts spread over this long
+//   --workers N                BENCH_WORKERS        passed to the sidecar as WORKERS (when it supports it)
+//   --cpu-prof                 BENCH_PROFILE=1      run the sidecar under node --cpu-prof and analyse it
+//   --out DIR                  BENCH_OUT            default results/bench-<timestamp>
+//   --no-docs                  BENCH_NO_DOCS=1      do not copy the chart to docs/bench/latest.svg
+import { fork, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { spawnManaged, startEnvoy, type ManagedChild, type RunningEnvoy } from '../../src/stack/envoy-process';
+import { freePorts } from '../../src/stack/ports';
+import { analyseProfile, formatProfile, type ProfileSummary } from './cpuprofile';
+import { streamError, type LoadResult, type LoadSpec, type RunMessage, type StreamRecord } from './generator';
+import { TreeMeter } from './proc';
+import { cdfChart, cdfPoints, round, sortedFloat64, summarize, type ChartPanel, type Summary } from './stats';
+
+const ROOT = path.resolve(__dirname, '../../..');
+const DIST = path.join(ROOT, 'dist');
+
+export type ConfigName = 'a' | 'b' | 'c';
+export const CONFIG_LABEL: Record<ConfigName, string> = {
+  a: '(a) direct to engines',
+  b: '(b) Envoy only (egress listener)',
+  c: '(c) full stack (ext_proc sidecar)',
+};
+const CONFIG_COLOR: Record<ConfigName, string> = { a: '#2b8a3e', b: '#1c7ed6', c: '#e8590c' };
+
+export interface BenchOptions {
+  levels: number[];
+  durationS: number;
+  tokensPerSecond: number;
+  answerTokens: string;
+  engines: number;
+  configs: ConfigName[];
+  recovery: number;
+  rampMs: number;
+  workers?: string;
+  cpuProf: boolean;
+  outDir: string;
+  copyToDocs: boolean;
+  /** Progress lines (default: stderr). */
+  log?: (line: string) => void;
+}
+
+export interface RunSummary {
+  config: ConfigName;
+  level: number;
+  streams: number;
+  errors: number;
+  errorSamples: string[];
+  chunks: number;
+  bytes: number;
+  wallMs: number;
+  gaps: Summary;
+  /** gap - expected gap */
+  addedP50: number;
+  addedP99: number;
+  ttft: Summary;
+  total: Summary;
+  cdf: Array<[number, number]>;
+  cpuMs: { envoy: number; sidecar: number; engines: number; generator: number };
+  cpuPer1kChunks: { envoy: number; sidecar: number; engines: number };
+  rss: { envoyIdle: number; envoyPeak: number; sidecarIdle: number; sidecarPeak: number };
+  sidecarBytesPerStream: number;
+}
+
+export interface RecoverySummary {
+  streams: number;
+  errors: number;
+  errorSamples: string[];
+  complete: number;
+  /** Largest gap of each stream (the crash point), and that minus one token interval (crash -> first leg2 delta). */
+  crashGap: Summary;
+  crashToLeg2: Summary;
+}
+
+export interface BenchResult {
+  startedAt: string;
+  options: Omit<BenchOptions, 'log'>;
+  machine: { cpus: number; cpuModel: string; node: string; memGiB: number; envoyConcurrency: number };
+  expectedGapMs: number;
+  runs: RunSummary[];
+  recovery?: RecoverySummary;
+  profile?: ProfileSummary;
+  targets: Array<{ target: string; value: string; met: boolean | null }>;
+  table: string;
+  outDir: string;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Options
+// ---------------------------------------------------------------------------------------------------------------
+
+export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptions {
+  const flags = new Map<string, string>();
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
+    const key = a.slice(2);
+    if (key === 'cpu-prof' || key === 'no-docs') flags.set(key, '1');
+    else {
+      const v = argv[++i];
+      if (v === undefined) throw new Error(`missing value for ${a}`);
+      flags.set(key, v);
+    }
+  }
+  const get = (flag: string, envName: string, def: string) => flags.get(flag) ?? env[envName] ?? def;
+  const nums = (s: string) => s.split(',').map((x) => Number(x.trim())).filter((n) => Number.isFinite(n) && n > 0);
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-').replace(/Z$/, '');
+  const configs = get('configs', 'BENCH_CONFIGS', 'a,b,c').split(',').map((s) => s.trim()) as ConfigName[];
+  for (const c of configs) if (!['a', 'b', 'c'].includes(c)) throw new Error(`bad configuration ${c} (a, b or c)`);
+  const truthy = (v: string | undefined) => v !== undefined && !['', '0', 'false', 'no'].includes(v.toLowerCase());
+  return {
+    levels: nums(get('levels', 'BENCH_LEVELS', '50,200,500,1000')),
+    durationS: Number(get('duration', 'BENCH_DURATION_S', '6')),
+    tokensPerSecond: Number(get('tps', 'BENCH_TOKENS_PER_S', '20')),
+    answerTokens: get('answer', 'BENCH_ANSWER_TOKENS', '50,50'),
+    engines: Number(get('engines', 'BENCH_ENGINES', '2')),
+    configs,
+    recovery: Number(get('recovery', 'BENCH_RECOVERY', '50')),
+    rampMs: Number(get('ramp-ms', 'BENCH_RAMP_MS', '1000')),
+    workers: flags.get('workers') ?? env.BENCH_WORKERS,
+    cpuProf: flags.has('cpu-prof') || truthy(env.BENCH_PROFILE),
+    outDir: path.resolve(get('out', 'BENCH_OUT', path.join(ROOT, 'results', `bench-${stamp}`))),
+    copyToDocs: !(flags.has('no-docs') || truthy(env.BENCH_NO_DOCS)),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Processes
+// ---------------------------------------------------------------------------------------------------------------
+
+async function startEngines(n: number, tokenMs: number, prefix: string): Promise<ManagedChild[]> {
+  const ports = await freePorts(n);
+  const engines = ports.map((port, i) =>
+    spawnManaged(
+      process.execPath,
+      [path.join(DIST, 'src/fake-engine/main.js'), '--port', String(port), '--name', `${prefix}-${i}`, '--dialect', 'sglang', '--token-ms', String(tokenMs)],
+      { name: `${prefix}-${i}`, keepBytes: 20_000 },
+    ),
+  );
+  await Promise.all(engines.map((e) => e.waitForLine(/^FAKE_ENGINE .* listening/, 15_000, 'FAKE_ENGINE listening')));
+  (engines as Array<ManagedChild & { port?: number }>).forEach((e, i) => (e.port = ports[i]));
+  return engines;
+}
+
+interface Gateway {
+  envoy: RunningEnvoy;
+  sidecar: ManagedChild;
+  frontUrl: string;
+  egressUrl: string;
+  stop(): Promise<void>;
+}
+
+async function startGateway(enginePorts: number[], o: BenchOptions, profileDir?: string): Promise<Gateway> {
+  const [listenPort, adminPort, egressPort, extProcPort] = await freePorts(4);
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DOWNSTREAM_URL: `http://127.0.0.1:${egressPort}`,
+    PORT: String(extProcPort),
+    ADMIN_PORT: '0',
+    CONTINUATION_MODEL: 'generic',
+    LOG_LEVEL: 'warn',
+    // The recovery benchmark kills many streams at once; the default 20 % share would refuse most of them.
+    RECOVERY_BUDGET_PERCENT: '100',
+    RECOVERY_MAX_CONCURRENT: '100000',
+  };
+  if (o.workers !== undefined) env.WORKERS = o.workers;
+  const args = [...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []), path.join(DIST, 'src/main.js')];
+  const sidecar = spawnManaged(process.execPath, args, { name: 'sidecar', env, keepBytes: 50_000 });
+  await sidecar.waitForLine(/SIDECAR listening/, 20_000, 'SIDECAR listening');
+  let envoy: RunningEnvoy;
+  try {
+    envoy = await startEnvoy({
+      listenPort,
+      adminPort,
+      egressPort,
+      extProcHost: '127.0.0.1',
+      extProcPort,
+      routerTier: enginePorts.map((port) => ({ host: '127.0.0.1', port })),
+      stallTimeoutSeconds: 20,
+      maxStallSeconds: 300,
+      logLevel: 'warn',
+    });
+  } catch (e) {
+    await sidecar.stop();
+    throw e;
+  }
+  return {
+    envoy,
+    sidecar,
+    frontUrl: `http://127.0.0.1:${listenPort}`,
+    egressUrl: envoy.egressUrl,
+    async stop() {
+      await envoy.stop();
+      await sidecar.stop();
+    },
+  };
+}
+
+class Generator {
+  private constructor(private readonly child: ChildProcess) {}
+
+  static async start(): Promise<Generator> {
+    const child = fork(path.join(__dirname, 'generator.js'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+    process.once('exit', () => child.kill('SIGKILL'));
+    await new Promise<void>((resolve, reject) => {
+      child.once('message', (m: any) => (m?.type === 'ready' ? resolve() : reject(new Error('generator: unexpected first message'))));
+      child.once('exit', (code) => reject(new Error(`generator exited (${code}) before ready`)));
+    });
+    return new Generator(child);
+  }
+
+  get pid(): number {
+    return this.child.pid ?? -1;
+  }
+
+  run(spec: Omit<LoadSpec, 'headersFor'>, uniqueFault?: string): Promise<LoadResult> {
+    return new Promise((resolve, reject) => {
+      const onExit = (code: number | null) => reject(new Error(`generator exited (${code}) during a run`));
+      this.child.once('exit', onExit);
+      this.child.once('message', (m: any) => {
+        this.child.off('exit', onExit);
+        if (m?.type === 'result') resolve(m.result as LoadResult);
+        else reject(new Error(`generator: ${m?.message ?? 'bad message'}`));
+      });
+      const msg: RunMessage = { type: 'run', spec, uniqueFault };
+      this.child.send(msg);
+    });
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null) return;
+    const exited = new Promise((r) => this.child.once('exit', r));
+    this.child.send({ type: 'exit' });
+    setTimeout(() => this.child.kill('SIGKILL'), 2000).unref();
+    await exited;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// One level, one configuration
+// ---------------------------------------------------------------------------------------------------------------
+
+function gapsOf(streams: StreamRecord[]): number[] {
+  const gaps: number[] = [];
+  for (const s of streams) {
+    if (s.firstDelta < 0) continue;
+    for (let j = s.firstDelta + 1; j < s.events.length; j++) gaps.push(s.events[j] - s.events[j - 1]);
+  }
+  return gaps;
+}
+
+function errorsOf(streams: StreamRecord[]): { count: number; samples: string[] } {
+  const errs = streams.map((s) => streamError(s)).filter((e): e is string => e !== undefined);
+  const distinct = [...new Set(errs)].slice(0, 5);
+  return { count: errs.length, samples: distinct };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// ---------------------------------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------------------------------
+
+const f1 = (v: number) => (Number.isFinite(v) ? v.toFixed(1) : '-');
+const f2 = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : '-');
+
+function pad(rows: string[][]): string {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
+  return rows.map((r, k) => {
+    const line = `| ${r.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' | ')} |`;
+    return k === 0 ? `${line}\n|${widths.map((w, i) => (i < 2 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|` : line;
+  }).join('\n');
+}
+
+export function formatTables(runs: RunSummary[], recovery?: RecoverySummary): string {
+  const rows: string[][] = [[
+    'streams', 'config', 'runs', 'errors', 'chunks', 'gap p50', 'gap p99', 'gap p99.9', 'gap max', 'TTFT p50', 'TTFT p99',
+    'Envoy CPU ms/1k', 'sidecar CPU ms/1k', 'engines CPU ms/1k', 'sidecar RSS idle->peak MiB', 'sidecar KiB/stream',
+  ]];
+  for (const r of runs) {
+    rows.push([
+      String(r.level), r.config, String(r.streams), String(r.errors), String(r.chunks),
+      f1(r.gaps.p50), f1(r.gaps.p99), f1(r.gaps.p999), f1(r.gaps.max), f1(r.ttft.p50), f1(r.ttft.p99),
+      r.config === 'a' ? '-' : f2(r.cpuPer1kChunks.envoy),
+      r.config === 'c' ? f2(r.cpuPer1kChunks.sidecar) : '-',
+      f2(r.cpuPer1kChunks.engines),
+      r.config === 'c' ? `${f1(r.rss.sidecarIdle / 2 ** 20)}->${f1(r.rss.sidecarPeak / 2 ** 20)}` : '-',
+      r.config === 'c' ? f1(r.sidecarBytesPerStream / 1024) : '-',
+    ]);
+  }
+  const out = [pad(rows)];
+  const levels = [...new Set(runs.map((r) => r.level))];
+  const cmp: string[][] = [['streams', 'p50 a', 'p50 b', 'p50 c', 'p50 c/b', 'p50 c-b', 'p99 a', 'p99 b', 'p99 c', 'p99 c/b', 'p99 c-b']];
+  for (const l of levels) {
+    const g = (c: ConfigName) => runs.find((r) => r.level === l && r.config === c)?.gaps;
+    const [a, b, c] = [g('a'), g('b'), g('c')];
+    if (!b || !c) continue;
+    cmp.push([
+      String(l), '', // second column is left-aligned padding in pad(); keep it empty
+      ...[a?.p50 ?? NaN, b.p50, c.p50].map(f1), f2(c.p50 / b.p50), f2(c.p50 - b.p50),
+      ...[a?.p99 ?? NaN, b.p99, c.p99].map(f1), f2(c.p99 / b.p99), f2(c.p99 - b.p99),
+    ].filter((_, i) => i !== 1));
+  }
+  if (cmp.length > 1) {
+    out.push('');
+    out.push('inter-chunk gaps (ms), (c) full stack against (b) Envoy alone:');
+    out.push(pad(cmp.map((r) => [r[0], '', ...r.slice(1)])).replace(/\|\s+\|/g, '|').replace(/\|:-+\|/, '|'));
+  }
+  if (recovery) {
+    out.push('');
+    out.push(
+      `recovery: ${recovery.streams} streams killed at token 30 (x-fake-fault crash@30), ${recovery.complete} complete, ${recovery.errors} errors; ` +
+        `largest gap p50 ${f1(recovery.crashGap.p50)} / p99 ${f1(recovery.crashGap.p99)} ms; ` +
+        `crash -> first leg2 delta at the client p50 ${f1(recovery.crashToLeg2.p50)} / p99 ${f1(recovery.crashToLeg2.p99)} / max ${f1(recovery.crashToLeg2.max)} ms`,
+    );
+  }
+  return out.join('\n');
+}
+
+function evaluateTargets(runs: RunSummary[], answerBodyBytes: number): BenchResult['targets'] {
+  const t: BenchResult['targets'] = [];
+  const at = (l: number, c: ConfigName) => runs.find((r) => r.level === l && r.config === c);
+  const b500 = at(500, 'b');
+  const c500 = at(500, 'c');
+  if (b500 && c500) {
+    const d = c500.gaps.p99 - b500.gaps.p99;
+    t.push({ target: '500 streams x 20 tok/s: p99 inter-chunk gap (c) - (b) <= 2 ms, no errors', value: `${f2(d)} ms, errors b=${b500.errors} c=${c500.errors}`, met: d <= 2 && b500.errors === 0 && c500.errors === 0 });
+  } else t.push({ target: '500 streams: p99 (c) - (b) <= 2 ms', value: 'not run', met: null });
+  const k = runs.filter((r) => r.level === 1000);
+  if (k.length) {
+    const errs = k.map((r) => `${r.config}=${r.errors}`).join(' ');
+    t.push({ target: '1,000 streams x 20 tok/s without errors', value: errs, met: k.every((r) => r.errors === 0) });
+  } else t.push({ target: '1,000 streams without errors', value: 'not run', met: null });
+  const cs = runs.filter((r) => r.config === 'c');
+  if (cs.length) {
+    const worst = Math.max(...cs.map((r) => r.cpuPer1kChunks.sidecar));
+    t.push({ target: 'sidecar CPU <= 25 ms per 1,000 relayed chunks', value: cs.map((r) => `${r.level}: ${f2(r.cpuPer1kChunks.sidecar)}`).join(', '), met: worst <= 25 });
+    const limit = 64 * 1024 + answerBodyBytes;
+    const worstMem = Math.max(...cs.map((r) => r.sidecarBytesPerStream));
+    t.push({ target: `sidecar memory <= 64 KiB per stream + the request body (${answerBodyBytes} B here)`, value: cs.map((r) => `${r.level}: ${f1(r.sidecarBytesPerStream / 1024)} KiB`).join(', '), met: worstMem <= limit });
+  }
+  return t;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The benchmark
+// ---------------------------------------------------------------------------------------------------------------
+
+export async function runBench(o: BenchOptions): Promise<BenchResult> {
+  const log = o.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const startedAt = new Date().toISOString();
+  fs.mkdirSync(o.outDir, { recursive: true });
+  const tokenMs = 1000 / o.tokensPerSecond;
+  const headers = { 'x-fake-answer-tokens': o.answerTokens };
+  const requestBodyBytes = Buffer.byteLength(JSON.stringify({ model: 'bench-model', stream: true, messages: [{ role: 'user', content: 'Benchmark: tell me about continuation.' }] }));
+  const profileDir = o.cpuProf ? path.join(o.outDir, 'profile') : undefined;
+  if (profileDir) fs.mkdirSync(profileDir, { recursive: true });
+
+  log(`bench: ${o.engines} engine processes at ${o.tokensPerSecond} tokens/s (token-ms ${round(tokenMs, 2)}), answer ${o.answerTokens}, levels ${o.levels.join(',')}, configs ${o.configs.join(',')}, ${o.durationS} s per level`);
+  const engines = await startEngines(o.engines, tokenMs, 'engine');
+  const enginePorts = (engines as Array<ManagedChild & { port?: number }>).map((e) => e.port as number);
+  const stops: Array<() => Promise<unknown>> = [async () => Promise.all(engines.map((e) => e.stop()))];
+  let gw: Gateway | undefined;
+  let gen: Generator | undefined;
+  const runs: RunSummary[] = [];
+  let recovery: RecoverySummary | undefined;
+  let profile: ProfileSummary | undefined;
+  try {
+    gw = await startGateway(enginePorts, o, profileDir);
+    const g = gw;
+    stops.unshift(() => g.stop());
+    gen = await Generator.start();
+    const generator = gen;
+    log(`bench: Envoy pid ${g.envoy.pid} (front ${g.frontUrl}, egress ${g.egressUrl}), sidecar pid ${g.sidecar.pid}, engines ${enginePorts.join(',')}, generator pid ${generator.pid}`);
+    const urls: Record<ConfigName, string[]> = {
+      a: enginePorts.map((p) => `http://127.0.0.1:${p}`),
+      b: [g.egressUrl],
+      c: [g.frontUrl],
+    };
+    // Warm-up: a few streams through every path (JIT, connection pools).
+    for (const c of o.configs) for (const url of urls[c]) await generator.run({ url, concurrency: 4, durationMs: 1, rampMs: 0, headers: { ...headers, 'x-fake-answer-tokens': '2,2' } });
+
+    for (const level of o.levels) {
+      for (const config of o.configs) {
+        const meters = {
+          envoy: new TreeMeter(() => [g.envoy.pid]),
+          sidecar: new TreeMeter(() => [g.sidecar.pid]),
+          engines: new TreeMeter(() => engines.map((e) => e.pid)),
+          generator: new TreeMeter(() => [generator.pid]),
+        };
+        Object.values(meters).forEach((m) => m.start());
+        // (a) has one URL per engine process: split the streams over them (what Envoy's balancer does for b, c).
+        const targets = urls[config];
+        const share = (i: number) => Math.floor(level / targets.length) + (i < level % targets.length ? 1 : 0);
+        const t0 = performance.now();
+        const results = await Promise.all(
+          targets.map((url, i) =>
+            // Several URLs need several generator runs; one generator handles one run at a time, so (a) with
+            // several engines uses extra short-lived generators.
+            i === 0
+              ? generator.run({ url, concurrency: share(i), durationMs: o.durationS * 1000, rampMs: o.rampMs, headers })
+              : Generator.start().then(async (extra) => {
+                  try {
+                    return await extra.run({ url, concurrency: share(i), durationMs: o.durationS * 1000, rampMs: o.rampMs, headers });
+                  } finally {
+                    await extra.stop();
+                  }
+                }),
+          ),
+        );
+        const wallMs = performance.now() - t0;
+        const m = Object.fromEntries(Object.entries(meters).map(([k, v]) => [k, v.stop()])) as Record<keyof typeof meters, ReturnType<TreeMeter['stop']>>;
+        const streams = results.flatMap((r) => r.streams);
+        const gaps = sortedFloat64(gapsOf(streams));
+        const chunks = streams.reduce((s, r) => s + r.events.length, 0);
+        const errs = errorsOf(streams);
+        const gapSum = summarize(gaps);
+        const per1k = (ms: number) => (chunks ? (ms * 1000) / chunks : NaN);
+        const run: RunSummary = {
+          config,
+          level,
+          streams: streams.length,
+          errors: errs.count,
+          errorSamples: errs.samples,
+          chunks,
+          bytes: streams.reduce((s, r) => s + r.bytes, 0),
+          wallMs: Math.round(wallMs),
+          gaps: roundSummary(gapSum),
+          addedP50: round(gapSum.p50 - tokenMs, 3),
+          addedP99: round(gapSum.p99 - tokenMs, 3),
+          ttft: roundSummary(summarize(sortedFloat64(streams.filter((s) => s.ttftMs >= 0).map((s) => s.ttftMs)))),
+          total: roundSummary(summarize(sortedFloat64(streams.map((s) => s.totalMs)))),
+          cdf: cdfPoints(gaps),
+          cpuMs: { envoy: Math.round(m.envoy.cpuMs), sidecar: Math.round(m.sidecar.cpuMs), engines: Math.round(m.engines.cpuMs), generator: Math.round(m.generator.cpuMs + results.slice(1).reduce((s, r) => s + r.cpuMs, 0)) },
+          cpuPer1kChunks: { envoy: round(per1k(m.envoy.cpuMs), 2), sidecar: round(per1k(m.sidecar.cpuMs), 2), engines: round(per1k(m.engines.cpuMs), 2) },
+          rss: { envoyIdle: m.envoy.idleRss, envoyPeak: m.envoy.peakRss, sidecarIdle: m.sidecar.idleRss, sidecarPeak: m.sidecar.peakRss },
+          sidecarBytesPerStream: Math.round((m.sidecar.peakRss - m.sidecar.idleRss) / level),
+        };
+        runs.push(run);
+        log(
+          `bench: ${level} streams ${CONFIG_LABEL[config]}: ${run.streams} streams, ${run.errors} errors${errs.samples.length ? ` (${errs.samples.join('; ')})` : ''}, ` +
+            `gap p50 ${f1(run.gaps.p50)} p99 ${f1(run.gaps.p99)} ms, CPU ms envoy ${run.cpuMs.envoy} sidecar ${run.cpuMs.sidecar} engines ${run.cpuMs.engines} generator ${run.cpuMs.generator}, ${run.wallMs} ms`,
+        );
+        await sleep(1000);
+      }
+    }
+
+    if (o.recovery > 0) recovery = await runRecovery(o, generator, tokenMs, log);
+  } finally {
+    await gen?.stop().catch(() => undefined);
+    for (const s of stops) await s().catch(() => undefined);
+  }
+
+  if (profileDir) {
+    const files = fs.readdirSync(profileDir).filter((f) => f.endsWith('.cpuprofile'));
+    if (files.length) {
+      profile = analyseProfile(path.join(profileDir, files[0]), 30);
+      log(formatProfile(profile));
+    } else log(`bench: no .cpuprofile written in ${profileDir}`);
+  }
+
+  const table = formatTables(runs, recovery);
+  const targets = evaluateTargets(runs, requestBodyBytes);
+  const result: BenchResult = {
+    startedAt,
+    options: { ...o, log: undefined } as Omit<BenchOptions, 'log'>,
+    machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? '?', node: process.version, memGiB: round(os.totalmem() / 2 ** 30, 1), envoyConcurrency: 2 },
+    expectedGapMs: tokenMs,
+    runs,
+    recovery,
+    profile,
+    targets,
+    table,
+    outDir: o.outDir,
+  };
+  fs.writeFileSync(path.join(o.outDir, 'results.json'), `${JSON.stringify(result, null, 1)}\n`);
+  fs.writeFileSync(path.join(o.outDir, 'table.md'), `${table}\n\n${formatTargets(targets)}\n`);
+  const panels: ChartPanel[] = o.levels.map((level) => ({
+    title: `${level} concurrent streams`,
+    series: runs.filter((r) => r.level === level).map((r) => ({
+      label: `${CONFIG_LABEL[r.config]}: p50 ${f1(r.gaps.p50)}, p99 ${f1(r.gaps.p99)} ms`,
+      color: CONFIG_COLOR[r.config],
+      points: r.cdf,
+    })),
+  }));
+  const svg = cdfChart(
+    'Inter-chunk gaps at the client',
+    `${o.tokensPerSecond} tokens/s per stream, ${o.durationS} s closed loop per level, ${os.cpus().length} CPUs shared by generator, engines, Envoy and sidecar (${startedAt.slice(0, 16)}Z)`,
+    panels,
+    tokenMs,
+  );
+  fs.writeFileSync(path.join(o.outDir, 'gaps-cdf.svg'), svg);
+  if (o.copyToDocs) {
+    fs.mkdirSync(path.join(ROOT, 'docs/bench'), { recursive: true });
+    fs.writeFileSync(path.join(ROOT, 'docs/bench/latest.svg'), svg);
+  }
+  return result;
+}
+
+function roundSummary(s: Summary): Summary {
+  return Object.fromEntries(Object.entries(s).map(([k, v]) => [k, k === 'n' ? v : round(v, 2)])) as unknown as Summary;
+}
+
+export function formatTargets(targets: BenchResult['targets']): string {
+  return targets.map((t) => `- [${t.met === null ? ' ' : t.met ? 'x' : ' '}] ${t.target}: ${t.value}${t.met === false ? ' (MISSED)' : t.met ? ' (met)' : ''}`).join('\n');
+}
+
+/**
+ * The recovery benchmark, on its own small stack (one engine process behind its own Envoy and sidecar): the
+ * fake engine consumes a fault script per header value in a per-process registry, so leg2 must land in the
+ * process that served leg1 to see "no fault" for its second entry.
+ */
+async function runRecovery(o: BenchOptions, generator: Generator, tokenMs: number, log: (l: string) => void): Promise<RecoverySummary> {
+  const [engine] = await startEngines(1, tokenMs, 'recovery-engine');
+  const port = (engine as ManagedChild & { port?: number }).port as number;
+  let gw: Gateway | undefined;
+  try {
+    gw = await startGateway([port], { ...o, workers: o.workers });
+    const res = await generator.run(
+      { url: gw.frontUrl, concurrency: o.recovery, durationMs: 1, rampMs: o.rampMs, maxStreams: o.recovery, headers: { 'x-fake-answer-tokens': o.answerTokens } },
+      'crash@30',
+    );
+    const [r, c] = o.answerTokens.split(',').map(Number);
+    const expectedDeltas = r + c;
+    const errs = errorsOf(res.streams);
+    const maxGaps: number[] = [];
+    let complete = 0;
+    for (const s of res.streams) {
+      if (!streamError(s) && s.deltas === expectedDeltas) complete++;
+      let g = 0;
+      for (let j = s.firstDelta + 1; s.firstDelta >= 0 && j < s.events.length; j++) g = Math.max(g, s.events[j] - s.events[j - 1]);
+      if (g > 0) maxGaps.push(g);
+    }
+    const crashGap = summarize(sortedFloat64(maxGaps));
+    const crashToLeg2 = summarize(sortedFloat64(maxGaps.map((g) => g - tokenMs)));
+    log(`bench: recovery ${res.streams.length} streams, ${complete} complete, ${errs.count} errors, crash -> leg2 first delta p50 ${f1(crashToLeg2.p50)} p99 ${f1(crashToLeg2.p99)} ms`);
+    return { streams: res.streams.length, errors: errs.count, errorSamples: errs.samples, complete, crashGap: roundSummary(crashGap), crashToLeg2: roundSummary(crashToLeg2) };
+  } finally {
+    await gw?.stop().catch(() => undefined);
+    await engine.stop();
+  }
+}
+
+if (require.main === module) {
+  let o: BenchOptions;
+  try {
+    o = parseOptions(process.argv.slice(2), process.env);
+  } catch (e) {
+    process.stderr.write(`bench: ${(e as Error).message}\n`);
+    process.exit(2);
+  }
+  runBench(o).then(
+    (r) => {
+      process.stdout.write(`\n${r.table}\n\ntargets:\n${formatTargets(r.targets)}\n\nresults: ${r.outDir}${o.copyToDocs ? ' (chart copied to docs/bench/latest.svg)' : ''}\n`);
+      process.exit(0);
+    },
+    (e) => {
+      process.stderr.write(`bench failed: ${(e as Error).stack ?? e}\n`);
+      process.exit(1);
+    },
+  );
+}
