@@ -4,6 +4,7 @@
 // second signal, closes at once.
 import { ConfigError, loadConfig } from './config/env';
 import { createLogger } from './obs/logger';
+import { isClusterWorker, runPrimary, serveAsWorker } from './cluster';
 import { startSidecar } from './sidecar';
 
 async function main(): Promise<void> {
@@ -18,8 +19,15 @@ async function main(): Promise<void> {
     throw e;
   }
   const log = createLogger(config.logLevel);
-  const sidecar = await startSidecar(config, log);
-  process.stdout.write(`SIDECAR listening ${sidecar.port}\n`);
+  if (config.workers > 1 && !isClusterWorker()) {
+    // WORKERS processes share the gRPC port; this one supervises them and serves the admin port.
+    await runPrimary(config, log.child({ role: 'primary' }), (port) => process.stdout.write(`SIDECAR listening ${port}\n`));
+    return;
+  }
+  const worker = isClusterWorker();
+  const sidecar = await startSidecar(config, worker ? log.child({ worker: process.pid }) : log, { admin: !worker });
+  if (worker) serveAsWorker(sidecar);
+  else process.stdout.write(`SIDECAR listening ${sidecar.port}\n`);
   let stopping = false;
   const stop = (signal: string) => {
     const drain = signal === 'SIGTERM' && !stopping;

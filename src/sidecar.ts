@@ -37,7 +37,12 @@ export interface Sidecar {
 /** Request bodies up to MAX_REQUEST_BODY_MB arrive as ext_proc messages; grpc-js defaults to 4 MiB. */
 const GRPC_MESSAGE_SLACK = 1024 * 1024;
 
-export async function startSidecar(config: GatewayConfig, log: Logger): Promise<Sidecar> {
+export interface SidecarOptions {
+  /** Serve the admin HTTP server (default true). Cluster workers leave it to the primary. */
+  admin?: boolean;
+}
+
+export async function startSidecar(config: GatewayConfig, log: Logger, opts: SidecarOptions = {}): Promise<Sidecar> {
   const budget = new RecoveryBudget(config.recoveryMaxConcurrent, config.recoveryBudgetPercent);
   const drainState = { draining: false };
   const ctx: GatewayContext = {
@@ -74,7 +79,10 @@ export async function startSidecar(config: GatewayConfig, log: Logger): Promise<
   health.setAll('SERVING');
   let admin;
   try {
-    admin = await startAdminServer({ host: config.host, port: config.adminPort, metrics: ctx.metrics, ready: () => listening && !drainState.draining });
+    admin =
+      opts.admin === false
+        ? { port: -1, close: async () => undefined }
+        : await startAdminServer({ host: config.host, port: config.adminPort, metrics: ctx.metrics, ready: () => listening && !drainState.draining });
   } catch (e) {
     server.forceShutdown();
     await ctx.upstream.close();

@@ -1,6 +1,7 @@
 // Configuration from environment variables, validated once at start and frozen (fastify-style): a wrong
 // value stops the process with one line per bad variable, naming it. Names follow the reference gateway
 // (modelsphere/continuation_gateway) so a deployment can switch without renaming anything.
+import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 
 const bool = (def: boolean) =>
@@ -106,6 +107,7 @@ const schema = z.object({
   BUFFER_TOOL_CALLS: bool(false),
   BUFFER_STRUCTURED_OUTPUT: bool(false),
   UNREACHABLE_STATUS: num(429, { int: true, min: 400, max: 599 }),
+  WORKERS: num(0, { int: true, min: 0 }),
   PORT: num(50051, { int: true, min: 0, max: 65535 }),
   ADMIN_PORT: num(9090, { int: true, min: 0, max: 65535 }),
   DRAIN_TIMEOUT_SECONDS: num(30, { min: 0, max: MAX_TIMER_SECONDS }),
@@ -145,6 +147,8 @@ export interface GatewayConfig {
   readonly bufferToolCalls: boolean;
   readonly bufferStructuredOutput: boolean;
   readonly unreachableStatus: number;
+  /** Sidecar processes sharing the gRPC port (Node cluster); 0 = one per CPU, 1 = a single process. */
+  readonly workers: number;
   readonly port: number;
   readonly host: string;
   /** The HTTP admin server (/healthz, /readyz, /metrics) on HOST; 0 = an ephemeral port. */
@@ -200,6 +204,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     bufferToolCalls: e.BUFFER_TOOL_CALLS,
     bufferStructuredOutput: e.BUFFER_STRUCTURED_OUTPUT,
     unreachableStatus: e.UNREACHABLE_STATUS,
+    workers: e.WORKERS === 0 ? availableParallelism() : e.WORKERS,
     port: e.PORT,
     host: e.HOST,
     adminPort: e.ADMIN_PORT,

@@ -3,14 +3,19 @@
 // drains or before), GET /metrics (Prometheus text format).
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Metrics } from './metrics';
+
+/** Anything that renders Prometheus text: one sidecar's Metrics, or the cluster primary's aggregate. */
+export interface MetricsSource {
+  readonly contentType: string;
+  render(): Promise<string>;
+}
 
 export interface AdminServer {
   readonly port: number;
   close(): Promise<void>;
 }
 
-export async function startAdminServer(o: { host: string; port: number; metrics: Metrics; ready: () => boolean }): Promise<AdminServer> {
+export async function startAdminServer(o: { host: string; port: number; metrics: MetricsSource; ready: () => boolean }): Promise<AdminServer> {
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {

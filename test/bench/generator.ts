@@ -140,7 +140,8 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const worker = async (i: number): Promise<void> => {
     await sleep((i * spec.rampMs) / spec.concurrency);
-    while (performance.now() - t0 < spec.durationMs && (!spec.maxStreams || started < spec.maxStreams)) {
+    // maxStreams set: exactly that many streams, whatever the duration; else closed loop until the deadline.
+    while (spec.maxStreams ? started < spec.maxStreams : performance.now() - t0 < spec.durationMs) {
       const n = started++;
       streams.push(await oneStream(pool, spec, n, body));
     }

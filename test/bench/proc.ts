@@ -75,29 +75,56 @@ export function rssBytes(pids: number[]): number {
   return total;
 }
 
-/** A group of process trees whose CPU and peak RSS are followed during one load level. */
+function cpuTicksByPid(pids: number[]): Map<number, number> {
+  const m = new Map<number, number>();
+  for (const p of pids) {
+    const st = readStat(p);
+    if (st) m.set(p, st.cpuTicks);
+  }
+  return m;
+}
+
+/**
+ * A group of process trees whose CPU and peak RSS are followed during one load level. The trees are re-read
+ * at every sample, so processes started during the level (a restarted worker) count; CPU is summed per pid
+ * (now - at start, or all of it for a new pid). A process that exits during the level loses its share.
+ */
 export class TreeMeter {
-  private pids: number[] = [];
-  private cpu0 = 0;
+  private cpu0 = new Map<number, number>();
+  private last = new Map<number, number>();
   private peak = 0;
   private timer: NodeJS.Timeout | undefined;
   idleRss = 0;
+  processes = 0;
 
   constructor(private readonly roots: () => number[]) {}
 
-  start(sampleMs = 100): void {
-    this.pids = this.roots().flatMap((r) => processTree(r));
-    this.cpu0 = cpuMs(this.pids);
-    this.idleRss = rssBytes(this.pids);
-    this.peak = this.idleRss;
-    this.timer = setInterval(() => {
-      this.peak = Math.max(this.peak, rssBytes(this.pids));
-    }, sampleMs);
+  private pids(): number[] {
+    return this.roots().flatMap((r) => processTree(r));
   }
 
-  stop(): { cpuMs: number; idleRss: number; peakRss: number } {
+  start(sampleMs = 200): void {
+    const pids = this.pids();
+    this.cpu0 = cpuTicksByPid(pids);
+    this.last = new Map(this.cpu0);
+    this.idleRss = rssBytes(pids);
+    this.peak = this.idleRss;
+    this.processes = pids.length;
+    this.timer = setInterval(() => this.sample(), sampleMs);
+  }
+
+  private sample(): void {
+    const pids = this.pids();
+    this.processes = Math.max(this.processes, pids.length);
+    for (const [p, t] of cpuTicksByPid(pids)) this.last.set(p, t);
+    this.peak = Math.max(this.peak, rssBytes(pids));
+  }
+
+  stop(): { cpuMs: number; idleRss: number; peakRss: number; processes: number } {
     if (this.timer) clearInterval(this.timer);
-    this.peak = Math.max(this.peak, rssBytes(this.pids));
-    return { cpuMs: cpuMs(this.pids) - this.cpu0, idleRss: this.idleRss, peakRss: this.peak };
+    this.sample();
+    let ticks = 0;
+    for (const [p, t] of this.last) ticks += t - (this.cpu0.get(p) ?? 0);
+    return { cpuMs: (ticks * 1000) / clockTicks(), idleRss: this.idleRss, peakRss: this.peak, processes: this.processes };
   }
 }

@@ -76,6 +76,8 @@ export interface RunSummary {
   cpuPer1kChunks: { envoy: number; sidecar: number; engines: number };
   rss: { envoyIdle: number; envoyPeak: number; sidecarIdle: number; sidecarPeak: number };
   sidecarBytesPerStream: number;
+  /** Processes in the sidecar's tree (1 = single process; 1 + N with WORKERS=N cluster workers). */
+  sidecarProcesses: number;
 }
 
 export interface RecoverySummary {
@@ -280,12 +282,11 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const f1 = (v: number) => (Number.isFinite(v) ? v.toFixed(1) : '-');
 const f2 = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : '-');
 
-function pad(rows: string[][]): string {
+function pad(rows: string[][], left = 2): string {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  return rows.map((r, k) => {
-    const line = `| ${r.map((c, i) => (i < 2 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' | ')} |`;
-    return k === 0 ? `${line}\n|${widths.map((w, i) => (i < 2 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|` : line;
-  }).join('\n');
+  const line = (r: string[]) => `| ${r.map((c, i) => (i < left ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' | ')} |`;
+  const rule = `|${widths.map((w, i) => (i < left ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`;
+  return [line(rows[0]), rule, ...rows.slice(1).map(line)].join('\n');
 }
 
 export function formatTables(runs: RunSummary[], recovery?: RecoverySummary): string {
@@ -312,15 +313,15 @@ export function formatTables(runs: RunSummary[], recovery?: RecoverySummary): st
     const [a, b, c] = [g('a'), g('b'), g('c')];
     if (!b || !c) continue;
     cmp.push([
-      String(l), '', // second column is left-aligned padding in pad(); keep it empty
+      String(l),
       ...[a?.p50 ?? NaN, b.p50, c.p50].map(f1), f2(c.p50 / b.p50), f2(c.p50 - b.p50),
       ...[a?.p99 ?? NaN, b.p99, c.p99].map(f1), f2(c.p99 / b.p99), f2(c.p99 - b.p99),
-    ].filter((_, i) => i !== 1));
+    ]);
   }
   if (cmp.length > 1) {
     out.push('');
     out.push('inter-chunk gaps (ms), (c) full stack against (b) Envoy alone:');
-    out.push(pad(cmp.map((r) => [r[0], '', ...r.slice(1)])).replace(/\|\s+\|/g, '|').replace(/\|:-+\|/, '|'));
+    out.push(pad(cmp, 1));
   }
   if (recovery) {
     out.push('');
@@ -451,6 +452,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
           cpuPer1kChunks: { envoy: round(per1k(m.envoy.cpuMs), 2), sidecar: round(per1k(m.sidecar.cpuMs), 2), engines: round(per1k(m.engines.cpuMs), 2) },
           rss: { envoyIdle: m.envoy.idleRss, envoyPeak: m.envoy.peakRss, sidecarIdle: m.sidecar.idleRss, sidecarPeak: m.sidecar.peakRss },
           sidecarBytesPerStream: Math.round((m.sidecar.peakRss - m.sidecar.idleRss) / level),
+          sidecarProcesses: m.sidecar.processes,
         };
         runs.push(run);
         log(
@@ -462,6 +464,8 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
     }
 
     if (o.recovery > 0) recovery = await runRecovery(o, generator, tokenMs, log);
+    const problems = g.sidecar.logs().split('\n').filter((l) => /"level":(50|60)/.test(l));
+    if (problems.length) log(`bench: the sidecar logged ${problems.length} error lines, e.g.\n${problems.slice(0, 5).join('\n')}`);
   } finally {
     await gen?.stop().catch(() => undefined);
     for (const s of stops) await s().catch(() => undefined);

@@ -1,0 +1,108 @@
+// WORKERS > 1: several sidecar processes share the ext_proc gRPC port (Node cluster: the primary owns the
+// listening socket and hands connections to the workers), so the data path uses every core. Each Envoy
+// connection (and so each request on it) belongs to one worker; requests carry no state across processes.
+//
+// The primary serves the admin port itself: /healthz, /readyz (every worker listening, not draining) and
+// /metrics aggregated from the workers over IPC (prom-client's AggregatorRegistry). It restarts a worker
+// that dies, and on SIGTERM lets every worker drain before exiting.
+import cluster, { type Worker } from 'node:cluster';
+import { AggregatorRegistry, Registry } from 'prom-client';
+
+// prom-client's JSON form of a registry, as getMetricsAsJSON() returns it and aggregate() takes it.
+type metric = Awaited<ReturnType<Registry['getMetricsAsJSON']>>[number];
+import type { GatewayConfig } from './config/env';
+import { startAdminServer, type AdminServer } from './obs/admin-server';
+import type { Logger } from './obs/logger';
+import type { Sidecar } from './sidecar';
+
+type ToPrimary = { type: 'ready'; port: number } | { type: 'metrics'; id: number; json: metric[] };
+type ToWorker = { type: 'metrics?'; id: number };
+
+const METRICS_TIMEOUT_MS = 2000;
+
+export async function runPrimary(config: GatewayConfig, log: Logger, onListening: (port: number) => void): Promise<void> {
+  const ready = new Map<number, number>(); // worker id -> port
+  let draining = false;
+  let announced = false;
+  let nextId = 0;
+  const pending = new Map<number, { got: metric[][]; want: number; done: () => void }>();
+
+  const fork = (): Worker => {
+    const w = cluster.fork({ SIDECAR_WORKER: '1' });
+    w.on('message', (m: ToPrimary) => {
+      if (m.type === 'ready') {
+        ready.set(w.id, m.port);
+        if (!announced && ready.size === config.workers) {
+          announced = true;
+          log.info({ workers: config.workers, port: m.port }, 'all sidecar workers listening');
+          onListening(m.port);
+        }
+      } else if (m.type === 'metrics') {
+        const p = pending.get(m.id);
+        if (p) {
+          p.got.push(m.json);
+          if (p.got.length >= p.want) p.done();
+        }
+      }
+    });
+    w.on('exit', (code, signal) => {
+      ready.delete(w.id);
+      if (draining) return;
+      log.error({ worker: w.id, code, signal }, 'sidecar worker died: starting a replacement');
+      fork();
+    });
+    return w;
+  };
+  for (let i = 0; i < config.workers; i++) fork();
+
+  const aggregated = {
+    contentType: Registry.PROMETHEUS_CONTENT_TYPE,
+    async render(): Promise<string> {
+      const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => !!w && w.isConnected());
+      const id = ++nextId;
+      const got: metric[][] = [];
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, METRICS_TIMEOUT_MS);
+        pending.set(id, { got, want: workers.length, done: () => (clearTimeout(timer), resolve()) });
+        for (const w of workers) w.send({ type: 'metrics?', id } satisfies ToWorker);
+        if (workers.length === 0) resolve();
+      });
+      pending.delete(id);
+      return AggregatorRegistry.aggregate(got).metrics();
+    },
+  };
+  const admin: AdminServer = await startAdminServer({
+    host: config.host,
+    port: config.adminPort,
+    metrics: aggregated,
+    ready: () => !draining && ready.size === config.workers,
+  });
+
+  const stop = (signal: NodeJS.Signals) => {
+    const second = draining;
+    draining = true;
+    log.info({ signal, workers: Object.keys(cluster.workers ?? {}).length }, second ? 'stopping now' : 'stopping: workers drain');
+    for (const w of Object.values(cluster.workers ?? {})) w?.process.kill(second ? 'SIGKILL' : signal);
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  cluster.on('exit', () => {
+    if (draining && Object.keys(cluster.workers ?? {}).length === 0) {
+      void admin.close().then(() => {
+        log.flush();
+        process.exit(0);
+      });
+    }
+  });
+}
+
+/** In a worker: report readiness and answer the primary's metrics requests. */
+export function serveAsWorker(sidecar: Sidecar): void {
+  process.send?.({ type: 'ready', port: sidecar.port } satisfies ToPrimary);
+  process.on('message', (m: ToWorker) => {
+    if (m?.type !== 'metrics?') return;
+    void sidecar.ctx.metrics.registry.getMetricsAsJSON().then((json) => process.send?.({ type: 'metrics', id: m.id, json } satisfies ToPrimary));
+  });
+}
+
+export const isClusterWorker = (): boolean => cluster.isWorker && process.env.SIDECAR_WORKER === '1';

@@ -1,0 +1,64 @@
+// WORKERS=2: the sidecar as real processes (a cluster primary and two workers sharing the gRPC port) behind
+// the real Envoy. Recoveries work whichever worker gets the stream, /metrics aggregates the workers, and
+// SIGTERM drains and exits cleanly.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { resetFaults } from '../../src/fake-engine/faults';
+import { startFakeEngine, type FakeEngine } from '../../src/fake-engine/server';
+import { startEnvoy, type RunningEnvoy } from '../../src/stack/envoy-process';
+import { freePorts } from '../../src/stack/ports';
+import { chatBody, newRequestId, postChat } from '../support/client';
+import { expectOneCompleteStream } from './helpers';
+
+const SIZE = { 'x-fake-answer-tokens': '20,20' };
+let engines: FakeEngine[] = [];
+let envoy: RunningEnvoy;
+let sidecar: ChildProcess;
+let adminPort: number;
+let url: string;
+let stderr = '';
+
+beforeAll(async () => {
+  resetFaults();
+  engines = [await startFakeEngine({ name: 'w-a' }), await startFakeEngine({ name: 'w-b' })];
+  const [listenPort, envoyAdmin, egressPort, extProcPort, sidecarAdmin] = await freePorts(5);
+  adminPort = sidecarAdmin;
+  sidecar = spawn(process.execPath, [path.resolve(__dirname, '../../src/main.js')], {
+    env: { ...process.env, WORKERS: '2', PORT: String(extProcPort), ADMIN_PORT: String(sidecarAdmin), DOWNSTREAM_URL: `http://127.0.0.1:${egressPort}`, CONTINUATION_MODEL: 'generic-test', STALL_IDLE_TIMEOUT_SECONDS: '1', RECOVERY_BUDGET_PERCENT: '100', LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  sidecar.stderr!.on('data', (d) => (stderr += d));
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    sidecar.stdout!.on('data', (d) => {
+      out += d;
+      if (out.includes('SIDECAR listening')) resolve();
+    });
+    sidecar.once('exit', (code) => reject(new Error(`sidecar exited ${code}: ${stderr}`)));
+  });
+  envoy = await startEnvoy({ listenPort, adminPort: envoyAdmin, egressPort, extProcHost: '127.0.0.1', extProcPort, routerTier: engines.map((e) => ({ host: '127.0.0.1', port: e.port })), stallTimeoutSeconds: 1, maxStallSeconds: 300 });
+  url = `http://127.0.0.1:${listenPort}`;
+});
+
+afterAll(async () => {
+  if (sidecar && sidecar.exitCode === null) sidecar.kill('SIGKILL');
+  await envoy?.stop();
+  await Promise.all(engines.map((e) => e.close()));
+});
+
+test('recoveries succeed whichever worker serves them; /metrics sums the workers', async () => {
+  const runs = await Promise.all(
+    Array.from({ length: 8 }, (_, k) => postChat(url, chatBody({}, `workers ${k}`), { ...SIZE, 'x-request-id': newRequestId('w'), 'x-fake-fault': `crash@25${';-'.repeat(k)}` })),
+  );
+  for (const r of runs) expectOneCompleteStream(r);
+  const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+  const succeeded = Number(/gateway_recoveries_total\{kind="continuation",outcome="succeeded"\} (\d+)/.exec(text)?.[1]);
+  expect(succeeded).toBe(8);
+  expect((await fetch(`http://127.0.0.1:${adminPort}/readyz`)).status).toBe(200);
+});
+
+test('SIGTERM: the primary drains its workers and exits 0', async () => {
+  const exited = new Promise<number | null>((resolve) => sidecar.once('exit', (code) => resolve(code)));
+  sidecar.kill('SIGTERM');
+  expect(await exited).toBe(0);
+});
