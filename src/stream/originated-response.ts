@@ -9,16 +9,17 @@ import type { ClientStream } from '../extproc/client-stream';
 import { clientResponseHeaders, isResetBeforeHeaders, isRouterTierUnreachable, legRequestHeaders } from '../request/forward-headers';
 import { planContinuationRequest } from '../recovery/continuation-request';
 import { interruptionEvent, DONE_EVENT } from '../recovery/interruption';
-import { decideOnSilence, decidePostCommit, decidePreCommit, type FailureKind } from '../recovery/planner';
+import { decidePostCommit, decidePreCommit } from '../recovery/planner';
 import { classifyCase, familyFor } from '../recovery/prefix-builders';
 import { estimateTokens, type Recovered } from '../recovery/token-estimate';
-import { StreamTracker, type ObservedEvent } from '../sse/tracker';
+import { StreamTracker } from '../sse/tracker';
 import { LegOpenError, type LegResponse } from '../upstream/client';
 import { LegReader } from '../upstream/leg-reader';
 import { countRecovered } from '../upstream/tokenizer';
 import type { Logger } from '../obs/logger';
 import type { GatewayContext } from './context';
 import { Delivery } from './delivery';
+import { Leg1Relay, type Leg1RelayHost, type LegOutcome } from './leg1-relay';
 import { relayLeg2 } from './leg2-relay';
 import { relayVerbatim } from './verbatim';
 
@@ -34,26 +35,6 @@ export interface InScopeRequest {
 
 export type Phase = 'prefill' | 'decode' | 'done' | 'interrupted';
 
-/**
- * The most a request holds back (a buffered tool call, held structured output) before giving up the
- * protection and delivering as it streams: memory per stream stays bounded whatever the engine sends.
- */
-export const MAX_HELD_BYTES = 4 * 1024 * 1024;
-
-/** How one leg ended, from the state machine's point of view. */
-export type LegOutcome =
-  | { type: 'finished' } // finish_reason seen and the stream ended
-  | {
-      type: 'failed';
-      failure: FailureKind;
-      detail?: string;
-      failingEvent?: Buffer;
-      heldToolCall?: Buffer;
-      /** Envoy's own answer for a reset before headers, passed on unchanged if no retry follows. */
-      envoyAnswer?: { status: number; headers: Record<string, string>; body: Buffer };
-    }
-  | { type: 'responded' } // a non-streaming answer (error status) was passed through
-  | { type: 'gone' }; // the client left
 
 export class OriginatedResponse {
   phase: Phase = 'prefill';
@@ -214,127 +195,22 @@ export class OriginatedResponse {
     }
     this.delivery.setHeaders(200, clientResponseHeaders(res.headers));
     this.attemptHadHeaders = true;
-    return this.relayLeg1(new LegReader(res.body), attemptStart);
+    return new Leg1Relay(this.leg1Host(), new LegReader(res.body), attemptStart).run();
   }
 
-  private async relayLeg1(reader: LegReader, legStart: number): Promise<LegOutcome> {
-    const cfg = this.ctx.config;
-    let lastByte = legStart;
-    let stalledMs = 0;
-    let toolHold: { raw: Buffer[]; obs: ObservedEvent[]; bytes: number } | null = null;
-    const periodMs = (): number => {
-      if (!this.delivery.committed && cfg.firstDeltaTimeoutMs > 0) return Math.max(1, Math.min(cfg.stallIdleTimeoutMs, cfg.firstDeltaTimeoutMs - (Date.now() - legStart)));
-      return cfg.stallIdleTimeoutMs;
+  /** What the leg1 relay may see and do of this request. */
+  private leg1Host(): Leg1RelayHost {
+    return {
+      ctx: this.ctx,
+      log: this.log,
+      delivery: this.delivery,
+      tracker: this.tracker,
+      structured: this.req.structured,
+      isGone: () => this.gone,
+      firstDeltaSent: () => this.firstDeltaAt !== null,
+      commit: () => this.commit(),
+      endAfterFinish: (how) => this.endAfterFinish(how),
     };
-    try {
-      for (;;) {
-        const r = await reader.next(periodMs());
-        if (this.gone) return { type: 'gone' };
-        if (r.type === 'idle') {
-          const now = Date.now();
-          stalledMs += now - Math.max(lastByte, now - periodMs());
-          if (this.tracker.finished) return await this.endAfterFinish('stall-after-finish');
-          const d = decideOnSilence({
-            committed: this.delivery.committed,
-            anyBytes: reader.anyBytes,
-            leg: 1,
-            recoverable: this.tracker.recoverable,
-            silentForMs: now - lastByte,
-            totalStalledMs: stalledMs,
-            stallIdleTimeoutMs: cfg.stallIdleTimeoutMs,
-            maxStallMs: cfg.maxStallMs,
-            firstDeltaTimeoutMs: cfg.firstDeltaTimeoutMs,
-            sinceLegStartMs: now - legStart,
-          });
-          if (d.action === 'fail') return { type: 'failed', failure: d.failure, heldToolCall: toolHold ? Buffer.concat(toolHold.raw) : undefined };
-          this.log.warn({ decision: 'WAITING', leg: 1, silent_ms: now - lastByte, tool_call_seen: this.tracker.toolCallsSeen, first_delta_sent: this.firstDeltaAt !== null }, 'leg1 silent but not actionable, continuing to wait');
-          continue;
-        }
-        if (r.type === 'end' || r.type === 'reset') {
-          if (this.tracker.finished) return await this.endAfterFinish(r.type === 'end' ? 'eof' : 'reset-after-finish');
-          const detail = r.type === 'reset' ? errorCode(r.error) : reader.partialBytes ? `eof-mid-event(${reader.partialBytes}B)` : 'clean-eof';
-          return { type: 'failed', failure: r.type === 'end' ? 'eof' : 'reset', detail, heldToolCall: toolHold ? Buffer.concat(toolHold.raw) : undefined };
-        }
-        lastByte = Date.now();
-        const out: Buffer[] = [];
-        for (const ev of r.events) {
-          const o = StreamTracker.read(ev);
-          if (o.kind === 'malformed') {
-            this.tracker.malformed++;
-            this.ctx.metrics.malformedEvent();
-            this.log.warn({ decision: 'MALFORMED_EVENT', bytes: ev.raw.length }, 'malformed SSE event skipped');
-            continue;
-          }
-          const failure: FailureKind | null = o.kind === 'error' ? 'error-event' : o.kind === 'chunk' && o.finishReason === 'abort' ? 'abort-finish' : null;
-          if (failure) {
-            const heldToolCall = toolHold ? Buffer.concat(toolHold.raw) : undefined;
-            return await this.flushThen(out, { type: 'failed', failure, failingEvent: ev.raw, heldToolCall });
-          }
-          if (toolHold) {
-            toolHold.raw.push(ev.raw);
-            toolHold.obs.push(o);
-            toolHold.bytes += ev.raw.length;
-            if (toolHold.bytes > MAX_HELD_BYTES) {
-              // Bounded memory: a tool call this large is released as it is and no longer protected.
-              this.ctx.metrics.bufferOverflow('tool-call');
-              this.log.warn({ decision: 'HOLD_LIMIT', what: 'tool-call', bytes: toolHold.bytes }, 'held tool call too large: released unbuffered');
-            }
-            if (o.finishReason !== null || o.kind === 'done' || toolHold.bytes > MAX_HELD_BYTES) {
-              await this.deliverEvents(Buffer.concat(toolHold.raw), toolHold.obs, out);
-              toolHold = null;
-            }
-            continue;
-          }
-          if (o.toolCall && this.bufferToolCalls) {
-            // BUFFER_TOOL_CALLS: a tool call cannot be continued part-way, so it is held until complete;
-            // if the leg dies meanwhile, the continuation starts from the state before it.
-            toolHold = { raw: [ev.raw], obs: [o], bytes: ev.raw.length };
-            if (o.finishReason !== null) {
-              await this.deliverEvents(ev.raw, toolHold.obs, out);
-              toolHold = null;
-            }
-            continue;
-          }
-          await this.deliverEvents(ev.raw, [o], out);
-        }
-        if (out.length) await this.delivery.write(out.length === 1 ? out[0] : Buffer.concat(out));
-      }
-    } finally {
-      reader.fence();
-    }
-  }
-
-  private get bufferToolCalls(): boolean {
-    // Holding only buys something when a continuation can follow (reference: BUFFER_TOOL_CALLS needs
-    // CONTINUATION_ENABLED=true; otherwise plain pass-through).
-    return this.ctx.config.bufferToolCalls && this.ctx.config.continuationEnabled;
-  }
-
-  /**
-   * Hands events to the client side: before the commit point they are held by Delivery, and the commit
-   * happens at the first delta (or, for held structured output, at the finish).
-   */
-  private async deliverEvents(raw: Buffer, obs: ObservedEvent[], out: Buffer[]): Promise<void> {
-    for (const o of obs) this.tracker.apply(o);
-    if (this.delivery.committed) {
-      out.push(raw);
-      return;
-    }
-    this.delivery.hold(raw);
-    const complete = obs.some((o) => o.finishReason !== null || o.kind === 'done');
-    const delta = obs.some((o) => o.hasDelta || o.usage);
-    const overflow = this.delivery.heldBytes > MAX_HELD_BYTES;
-    if (overflow) {
-      // Bounded memory: held structured output this large is delivered as it streams from here on.
-      this.ctx.metrics.bufferOverflow('structured-output');
-      this.log.warn({ decision: 'HOLD_LIMIT', what: 'structured-output', bytes: this.delivery.heldBytes }, 'held output too large: delivered unbuffered');
-    }
-    if (this.req.structured ? complete || overflow : delta || complete) await this.commit();
-  }
-
-  private async flushThen(out: Buffer[], outcome: LegOutcome): Promise<LegOutcome> {
-    if (out.length) await this.delivery.write(Buffer.concat(out));
-    return outcome;
   }
 
   private async commit(): Promise<void> {
@@ -561,9 +437,4 @@ async function readSmall(body: NodeJS.ReadableStream): Promise<Buffer> {
     // a broken error body is still an error: keep what we have
   }
   return Buffer.concat(parts);
-}
-
-function errorCode(e: unknown): string {
-  const err = e as { code?: string; message?: string };
-  return err?.code ?? err?.message ?? 'reset';
 }

@@ -95,6 +95,7 @@ export interface BenchResult {
   options: Omit<BenchOptions, 'log'>;
   machine: { cpus: number; cpuModel: string; node: string; memGiB: number; envoyConcurrency: number };
   expectedGapMs: number;
+  idle?: { envoyCpuMsPerS: number; sidecarCpuMsPerS: number; sidecarProcesses: number };
   runs: RunSummary[];
   recovery?: RecoverySummary;
   profile?: ProfileSummary;
@@ -382,6 +383,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
   const runs: RunSummary[] = [];
   let recovery: RecoverySummary | undefined;
   let profile: ProfileSummary | undefined;
+  let idle: BenchResult['idle'];
   try {
     gw = await startGateway(enginePorts, o, profileDir);
     const g = gw;
@@ -395,7 +397,16 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
       c: [g.frontUrl],
     };
     // Warm-up: a few streams through every path (JIT, connection pools).
-    for (const c of o.configs) for (const url of urls[c]) await generator.run({ url, concurrency: 4, durationMs: 1, rampMs: 0, headers: { ...headers, 'x-fake-answer-tokens': '2,2' } });
+    for (const c of o.configs) for (const url of urls[c]) await generator.run({ url, concurrency: 20, durationMs: 0, maxStreams: 60, rampMs: 200, headers: { ...headers, 'x-fake-answer-tokens': '5,5' } });
+
+    // Idle cost (timers, health checks): 3 s with no traffic, reported in CPU ms per second.
+    {
+      const idleMeters = { envoy: new TreeMeter(() => [g.envoy.pid]), sidecar: new TreeMeter(() => [g.sidecar.pid]) };
+      Object.values(idleMeters).forEach((m) => m.start());
+      await sleep(3000);
+      idle = { envoyCpuMsPerS: round(idleMeters.envoy.stop().cpuMs / 3, 1), sidecarCpuMsPerS: round(idleMeters.sidecar.stop().cpuMs / 3, 1), sidecarProcesses: idleMeters.sidecar.processes };
+      log(`bench: idle CPU ms/s: Envoy ${idle.envoyCpuMsPerS}, sidecar ${idle.sidecarCpuMsPerS} (${idle.sidecarProcesses} processes)`);
+    }
 
     for (const level of o.levels) {
       for (const config of o.configs) {
@@ -486,6 +497,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
     options: { ...o, log: undefined } as Omit<BenchOptions, 'log'>,
     machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? '?', node: process.version, memGiB: round(os.totalmem() / 2 ** 30, 1), envoyConcurrency: 2 },
     expectedGapMs: tokenMs,
+    idle,
     runs,
     recovery,
     profile,

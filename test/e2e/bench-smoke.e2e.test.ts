@@ -1,0 +1,68 @@
+// Keeps `npm run bench` from rotting: the same code path at toy scale (2 levels of a few streams for ~2 s, a
+// recovery run of 3 streams) must produce the table with the three configurations, the JSON and the chart,
+// without a single stream error. Timings are NOT asserted: this machine's 2 cores are shared with the other
+// suites.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { parseOptions, runBench, type BenchResult } from '../bench/run';
+
+jest.setTimeout(180_000);
+
+describe('benchmark smoke (npm run bench at toy scale)', () => {
+  let out: string;
+  let result: BenchResult;
+  const lines: string[] = [];
+
+  beforeAll(async () => {
+    out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-smoke-'));
+    const o = parseOptions(
+      ['--levels', '10,20', '--duration', '2', '--tps', '50', '--answer', '5,10', '--engines', '1', '--recovery', '3', '--ramp-ms', '200', '--out', out, '--no-docs'],
+      {},
+    );
+    result = await runBench({ ...o, log: (l) => lines.push(l) });
+  });
+
+  afterAll(() => {
+    fs.rmSync(out, { recursive: true, force: true });
+  });
+
+  it('runs every configuration at every level without errors', () => {
+    for (const level of [10, 20]) {
+      for (const config of ['a', 'b', 'c'] as const) {
+        const run = result.runs.find((r) => r.level === level && r.config === config);
+        expect(run).toBeDefined();
+        expect({ level, config, errors: run?.errors, samples: run?.errorSamples }).toEqual({ level, config, errors: 0, samples: [] });
+        expect(run?.streams).toBeGreaterThanOrEqual(level);
+        expect(run?.chunks).toBeGreaterThan(0);
+        expect(run?.gaps.n).toBeGreaterThan(0);
+      }
+    }
+  });
+
+  it('prints a table with the three configurations and the (c) against (b) comparison', () => {
+    const rows = result.table.split('\n');
+    for (const level of ['10', '20']) {
+      for (const config of ['a', 'b', 'c']) {
+        expect(rows.some((r) => new RegExp(`^\\| ${level}\\s+\\| ${config}\\s+\\|`).test(r))).toBe(true);
+      }
+    }
+    expect(result.table).toContain('p99 c-b');
+    expect(result.table).toContain('recovery:');
+  });
+
+  it('recovers every stream killed mid-answer', () => {
+    expect(result.recovery).toBeDefined();
+    expect(result.recovery?.errors).toBe(0);
+    expect(result.recovery?.complete).toBe(3);
+  });
+
+  it('writes the JSON, the table and the SVG chart', () => {
+    const json = JSON.parse(fs.readFileSync(path.join(out, 'results.json'), 'utf8'));
+    expect(json.runs).toHaveLength(6);
+    expect(fs.readFileSync(path.join(out, 'table.md'), 'utf8')).toContain('| config |');
+    const svg = fs.readFileSync(path.join(out, 'gaps-cdf.svg'), 'utf8');
+    expect(svg.startsWith('<svg')).toBe(true);
+    expect(svg).toContain('(c) full stack');
+  });
+});
