@@ -52,7 +52,7 @@ export function areaOf(cf: CallFrame): string {
   const url = cf.url.replace(/^file:\/\//, '');
   const nm = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
   if (nm) return `npm: ${nm[1]}`;
-  if (url.startsWith('node:')) return `node: ${url.slice(5).split('/')[0]}`;
+  if (url.startsWith('node:')) return `node: ${url.slice(5).split('/').slice(0, 2).join('/')}`;
   const src = /\/dist\/(src\/[^/]+)\//.exec(url) ?? /\/(src\/[^/]+)\//.exec(url);
   if (src) return `ours: ${src[1]}`;
   return url;

@@ -13,6 +13,8 @@
 //   --configs a,b,c            BENCH_CONFIGS        which configurations to run
 //   --recovery 50              BENCH_RECOVERY       streams in the recovery benchmark (0 = skip)
 //   --ramp-ms 1000             BENCH_RAMP_MS        stream starts spread over this long
+//   --pause-ms 1000            BENCH_PAUSE_MS       pause between two runs
+//   --idle-s 3                 BENCH_IDLE_S         idle-CPU window before the first level (0 = skip)
 //   --workers N                BENCH_WORKERS        passed to the sidecar as WORKERS (when it supports it)
 //   --cpu-prof                 BENCH_PROFILE=1      run the sidecar under node --cpu-prof and analyse it
 //   --out DIR                  BENCH_OUT            default results/bench-<timestamp>
@@ -48,6 +50,9 @@ export interface BenchOptions {
   configs: ConfigName[];
   recovery: number;
   rampMs: number;
+  /** Pause between two runs (ms) and the idle-CPU window before the first level (s; 0 = skip). */
+  pauseMs: number;
+  idleS: number;
   workers?: string;
   cpuProf: boolean;
   outDir: string;
@@ -93,12 +98,12 @@ export interface RecoverySummary {
 export interface BenchResult {
   startedAt: string;
   options: Omit<BenchOptions, 'log'>;
-  machine: { cpus: number; cpuModel: string; node: string; memGiB: number; envoyConcurrency: number };
+  machine: { loadAvgAtStart: number[]; cpus: number; cpuModel: string; node: string; memGiB: number; envoyConcurrency: number };
   expectedGapMs: number;
   idle?: { envoyCpuMsPerS: number; sidecarCpuMsPerS: number; sidecarProcesses: number };
   runs: RunSummary[];
   recovery?: RecoverySummary;
-  profile?: ProfileSummary;
+  profile?: ProfileSummary[];
   targets: Array<{ target: string; value: string; met: boolean | null }>;
   table: string;
   outDir: string;
@@ -136,6 +141,8 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     configs,
     recovery: Number(get('recovery', 'BENCH_RECOVERY', '50')),
     rampMs: Number(get('ramp-ms', 'BENCH_RAMP_MS', '1000')),
+    pauseMs: Number(get('pause-ms', 'BENCH_PAUSE_MS', '1000')),
+    idleS: Number(get('idle-s', 'BENCH_IDLE_S', '3')),
     workers: flags.get('workers') ?? env.BENCH_WORKERS,
     cpuProf: flags.has('cpu-prof') || truthy(env.BENCH_PROFILE),
     outDir: path.resolve(get('out', 'BENCH_OUT', path.join(ROOT, 'results', `bench-${stamp}`))),
@@ -367,6 +374,8 @@ function evaluateTargets(runs: RunSummary[], answerBodyBytes: number): BenchResu
 export async function runBench(o: BenchOptions): Promise<BenchResult> {
   const log = o.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const startedAt = new Date().toISOString();
+  // Other work on the machine (other test suites) distorts every number: recorded with the results.
+  const loadAvgAtStart = os.loadavg().map((v) => round(v, 2));
   fs.mkdirSync(o.outDir, { recursive: true });
   const tokenMs = 1000 / o.tokensPerSecond;
   const headers = { 'x-fake-answer-tokens': o.answerTokens };
@@ -382,7 +391,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
   let gen: Generator | undefined;
   const runs: RunSummary[] = [];
   let recovery: RecoverySummary | undefined;
-  let profile: ProfileSummary | undefined;
+  let profile: ProfileSummary[] | undefined;
   let idle: BenchResult['idle'];
   try {
     gw = await startGateway(enginePorts, o, profileDir);
@@ -400,11 +409,11 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
     for (const c of o.configs) for (const url of urls[c]) await generator.run({ url, concurrency: 20, durationMs: 0, maxStreams: 60, rampMs: 200, headers: { ...headers, 'x-fake-answer-tokens': '5,5' } });
 
     // Idle cost (timers, health checks): 3 s with no traffic, reported in CPU ms per second.
-    {
+    if (o.idleS > 0) {
       const idleMeters = { envoy: new TreeMeter(() => [g.envoy.pid]), sidecar: new TreeMeter(() => [g.sidecar.pid]) };
       Object.values(idleMeters).forEach((m) => m.start());
-      await sleep(3000);
-      idle = { envoyCpuMsPerS: round(idleMeters.envoy.stop().cpuMs / 3, 1), sidecarCpuMsPerS: round(idleMeters.sidecar.stop().cpuMs / 3, 1), sidecarProcesses: idleMeters.sidecar.processes };
+      await sleep(o.idleS * 1000);
+      idle = { envoyCpuMsPerS: round(idleMeters.envoy.stop().cpuMs / o.idleS, 1), sidecarCpuMsPerS: round(idleMeters.sidecar.stop().cpuMs / o.idleS, 1), sidecarProcesses: idleMeters.sidecar.processes };
       log(`bench: idle CPU ms/s: Envoy ${idle.envoyCpuMsPerS}, sidecar ${idle.sidecarCpuMsPerS} (${idle.sidecarProcesses} processes)`);
     }
 
@@ -470,7 +479,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
           `bench: ${level} streams ${CONFIG_LABEL[config]}: ${run.streams} streams, ${run.errors} errors${errs.samples.length ? ` (${errs.samples.join('; ')})` : ''}, ` +
             `gap p50 ${f1(run.gaps.p50)} p99 ${f1(run.gaps.p99)} ms, CPU ms envoy ${run.cpuMs.envoy} sidecar ${run.cpuMs.sidecar} engines ${run.cpuMs.engines} generator ${run.cpuMs.generator}, ${run.wallMs} ms`,
         );
-        await sleep(1000);
+        await sleep(o.pauseMs);
       }
     }
 
@@ -485,8 +494,9 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
   if (profileDir) {
     const files = fs.readdirSync(profileDir).filter((f) => f.endsWith('.cpuprofile'));
     if (files.length) {
-      profile = analyseProfile(path.join(profileDir, files[0]), 30);
-      log(formatProfile(profile));
+      // One file per process (the cluster primary and each worker): the busiest first.
+      profile = files.map((f) => analyseProfile(path.join(profileDir, f), 30)).sort((x, y) => y.busyMs - x.busyMs);
+      for (const p of profile) log(formatProfile(p));
     } else log(`bench: no .cpuprofile written in ${profileDir}`);
   }
 
@@ -495,7 +505,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
   const result: BenchResult = {
     startedAt,
     options: { ...o, log: undefined } as Omit<BenchOptions, 'log'>,
-    machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? '?', node: process.version, memGiB: round(os.totalmem() / 2 ** 30, 1), envoyConcurrency: 2 },
+    machine: { loadAvgAtStart, cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? '?', node: process.version, memGiB: round(os.totalmem() / 2 ** 30, 1), envoyConcurrency: 2 },
     expectedGapMs: tokenMs,
     idle,
     runs,

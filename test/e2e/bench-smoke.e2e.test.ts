@@ -17,7 +17,7 @@ describe('benchmark smoke (npm run bench at toy scale)', () => {
   beforeAll(async () => {
     out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-smoke-'));
     const o = parseOptions(
-      ['--levels', '10,20', '--duration', '2', '--tps', '50', '--answer', '5,10', '--engines', '1', '--recovery', '3', '--ramp-ms', '200', '--out', out, '--no-docs'],
+      ['--levels', '10,20', '--duration', '2', '--tps', '50', '--answer', '5,10', '--engines', '1', '--recovery', '3', '--ramp-ms', '200', '--pause-ms', '200', '--idle-s', '0', '--out', out, '--no-docs'],
       {},
     );
     result = await runBench({ ...o, log: (l) => lines.push(l) });
