@@ -1,14 +1,22 @@
 // Reads one leg's SSE body as whole events, with an idle timer the caller chooses per read.
 //
-// An idle timeout does not cancel the pending read: the caller decides whether silence means "stalled" or
-// "keep waiting" and may simply call next() again. fence() ends the leg for good: the body is destroyed
-// (undici closes the socket, so the replica sees the client go and frees the slot) and anything the dead
-// leg still had in flight is never surfaced.
+// An idle timeout does not cancel anything: the caller decides whether silence means "stalled" or "keep
+// waiting" and may simply call next() again. fence() ends the leg for good: the body is destroyed (undici
+// closes the socket, so the replica sees the client go and frees the slot) and anything the dead leg still
+// had in flight is never surfaced.
+//
+// Why 'data' callbacks and not `for await`: an async iterator costs a promise and a microtask per chunk on
+// the hottest path (measured: docs/performance.md). Chunks queue here while the caller is busy (writing to
+// a slow client, say) and are handed over together on the next read; past a few queued chunks the body is
+// paused, so backpressure still reaches the upstream socket.
 import type { Readable } from 'node:stream';
 import { SseParser, type SseEvent } from '../sse/parser';
 
 /** The largest single SSE event a leg may send (a chat chunk is a few hundred bytes). */
 export const MAX_PARTIAL_EVENT_BYTES = 1024 * 1024;
+
+/** Chunks queued before the body is paused (backpressure to the upstream). */
+const QUEUE_HIGH_WATER = 16;
 
 export type LegRead =
   | { type: 'events'; events: SseEvent[] }
@@ -18,14 +26,34 @@ export type LegRead =
 
 export class LegReader {
   private readonly parser = new SseParser();
-  private readonly it: AsyncIterator<Buffer>;
-  private pending: Promise<IteratorResult<Buffer>> | null = null;
+  private queue: Buffer[] = [];
+  private ended = false;
+  private failure: { error: unknown } | null = null;
+  private wake: (() => void) | null = null;
   private fenced = false;
   /** Bytes read from this leg, and whether any arrived (stall timers start at the first byte). */
   bytes = 0;
 
   constructor(private readonly body: Readable) {
-    this.it = body[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+    body.on('data', (chunk: Buffer) => {
+      if (this.fenced) return;
+      this.queue.push(chunk);
+      if (this.queue.length >= QUEUE_HIGH_WATER) body.pause();
+      this.notify();
+    });
+    body.on('end', () => {
+      this.ended = true;
+      this.notify();
+    });
+    body.on('error', (error: unknown) => {
+      this.failure ??= { error };
+      this.notify();
+    });
+    body.on('close', () => {
+      // Closed without 'end' or 'error' (destroyed underneath us): the leg is broken.
+      if (!this.ended && !this.failure) this.failure = { error: new Error('upstream body closed before its end') };
+      this.notify();
+    });
   }
 
   get anyBytes(): boolean {
@@ -36,30 +64,32 @@ export class LegReader {
   async next(timeoutMs: number): Promise<LegRead> {
     for (;;) {
       if (this.fenced) return { type: 'end' };
-      this.pending ??= this.it.next();
-      let timer: NodeJS.Timeout | undefined;
-      const idle = new Promise<'idle'>((resolve) => {
-        if (timeoutMs > 0) timer = setTimeout(() => resolve('idle'), timeoutMs);
-      });
-      let r: IteratorResult<Buffer> | 'idle';
-      try {
-        r = await Promise.race([this.pending, idle]);
-      } catch (error) {
-        this.pending = null;
-        return { type: 'reset', error };
-      } finally {
-        if (timer) clearTimeout(timer);
+      if (this.queue.length) {
+        const chunks = this.queue;
+        this.queue = [];
+        if (this.body.isPaused() && !this.ended) this.body.resume();
+        let events: SseEvent[] = [];
+        for (const c of chunks) {
+          this.bytes += c.length;
+          const got = this.parser.push(c);
+          events = events.length ? events.concat(got) : got;
+        }
+        if (events.length) return { type: 'events', events };
+        // An "event" that never ends is not SSE: bounded memory, treated like a broken connection.
+        if (this.parser.bufferedBytes > MAX_PARTIAL_EVENT_BYTES) return { type: 'reset', error: new Error(`SSE event larger than ${MAX_PARTIAL_EVENT_BYTES} bytes`) };
+        continue;
       }
-      if (r === 'idle') return { type: 'idle' };
-      this.pending = null;
-      if (r.done) return { type: 'end' };
-      this.bytes += r.value.length;
-      const events = this.parser.push(r.value);
-      if (events.length) return { type: 'events', events };
-      // An "event" that never ends is not SSE: bounded memory, treated like a broken connection.
-      if (this.parser.bufferedBytes > MAX_PARTIAL_EVENT_BYTES) return { type: 'reset', error: new Error(`SSE event larger than ${MAX_PARTIAL_EVENT_BYTES} bytes`) };
-      // A partial event: keep reading under the same idle budget semantics (fresh timer is fine: bytes
-      // did arrive, so the leg is not idle).
+      if (this.failure) return { type: 'reset', error: this.failure.error };
+      if (this.ended) return { type: 'end' };
+      const idle = await new Promise<boolean>((resolve) => {
+        const timer = timeoutMs > 0 ? setTimeout(() => resolve(true), timeoutMs) : undefined;
+        this.wake = () => {
+          if (timer) clearTimeout(timer);
+          resolve(false);
+        };
+      });
+      this.wake = null;
+      if (idle) return { type: 'idle' };
     }
   }
 
@@ -71,9 +101,15 @@ export class LegReader {
   fence(): void {
     if (this.fenced) return;
     this.fenced = true;
-    // The pending read will reject with an abort error; nobody awaits it any more.
-    this.pending?.catch(() => undefined);
+    this.queue = [];
     this.body.on('error', () => undefined);
     this.body.destroy();
+    this.notify();
+  }
+
+  private notify(): void {
+    const w = this.wake;
+    this.wake = null;
+    w?.();
   }
 }
