@@ -102,8 +102,11 @@ export class LegReader {
     if (this.fenced) return;
     this.fenced = true;
     this.queue = [];
-    this.body.on('error', () => undefined);
-    this.body.destroy();
+    // A leg that ended cleanly has nothing to abort (destroying it would only build an abort error).
+    if (!this.ended || this.body.readableLength > 0) {
+      this.body.on('error', () => undefined);
+      this.body.destroy();
+    }
     this.notify();
   }
 
