@@ -1,3 +1,4 @@
+import { expectOneCompleteStream } from '../e2e/helpers';
 import { familyFor } from '../../src/recovery/prefix-builders';
 // Crash continuation against a REAL inference server: two llama.cpp llama-server replicas serving
 // SmolLM2-135M-Instruct (greedy, temperature 0) behind the real Envoy and the in-process sidecar. The
@@ -55,16 +56,6 @@ interface Row {
   /** Leg2 opened -> its first byte (the sidecar's gateway_recovery_first_byte_ms_sum, this case only). */
   leg2FirstByteMs: number;
   ms: number;
-}
-
-function expectOneCompleteStream(r: ClientResult): void {
-  expect(r.transportError).toBeNull();
-  expect(r.status).toBe(200);
-  expect(r.errors).toEqual([]);
-  expect(r.ids).toHaveLength(1);
-  expect(r.roleChunks).toBe(1);
-  expect(r.finishReasons).toHaveLength(1);
-  expect(r.done).toBe(true);
 }
 
 const GENERIC_WRAPPER = '<think></think>';

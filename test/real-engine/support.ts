@@ -2,10 +2,10 @@
 // scripts/build-llama-server.sh, SmolLM2-135M-Instruct from scripts/fetch-model.sh), the sidecar in this
 // process (so its log records can be asserted) and the real Envoy binary, wired as test/support/stack.ts
 // wires the fake engines.
+import { captureLogs } from '../support/log-capture';
 import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Writable } from 'node:stream';
 import { request } from 'undici';
 import { loadConfig } from '../../src/config/env';
 import { createLogger } from '../../src/obs/logger';
@@ -209,13 +209,8 @@ export async function startReplicas(assets: RealEngineAssets, n: number, o: Repl
 
 export async function startRealStack(replicas: LlamaReplica[], env: Record<string, string> = {}): Promise<RealStack> {
   const [listenPort, adminPort, egressPort, extProcPort] = await freePorts(4);
-  const logs: any[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, cb) {
-      for (const line of String(chunk).split('\n')) if (line.trim()) logs.push(JSON.parse(line));
-      cb();
-    },
-  });
+  const capture = captureLogs();
+  const { sink, logs, records } = capture;
   const sidecarEnv: Record<string, string> = {
     // The deployment's model: SmolLM2 has no reasoning format, so the `plain` prefix family (bare delivered
     // text). REAL_ENGINE_CONTINUATION_MODEL=generic reproduces the <think></think> measurements.
@@ -249,7 +244,6 @@ export async function startRealStack(replicas: LlamaReplica[], env: Record<strin
     await sidecar.close();
     throw e;
   }
-  const records = (filter: Record<string, unknown>) => logs.filter((r) => Object.entries(filter).every(([k, v]) => r[k] === v));
   return {
     url: `http://127.0.0.1:${listenPort}`,
     replicas,
@@ -257,15 +251,7 @@ export async function startRealStack(replicas: LlamaReplica[], env: Record<strin
     envoy,
     logs,
     records,
-    async waitForEnd(requestId, timeoutMs = 10_000) {
-      const until = Date.now() + timeoutMs;
-      for (;;) {
-        const r = logs.find((l) => l.event === 'request_end' && l.request_id === requestId);
-        if (r) return r;
-        if (Date.now() > until) throw new Error(`no request_end record for ${requestId}`);
-        await sleep(20);
-      }
-    },
+    waitForEnd: (requestId: string, timeoutMs = 10_000) => capture.waitForEnd(requestId, timeoutMs),
     async activeRequestsByPort() {
       const r = await request(`${envoy.adminUrl}/clusters`, { headersTimeout: 2000, bodyTimeout: 2000 });
       const text = await r.body.text();

@@ -1,7 +1,6 @@
 // A whole gateway for one end-to-end suite: fake engine replicas (in this process, so faults and the
 // requests they saw are visible), the sidecar (in this process, so its log records can be asserted), and
 // the real Envoy binary in front, exactly as `npm run stack` wires them.
-import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config/env';
 import { createLogger } from '../../src/obs/logger';
 import { startSidecar, type Sidecar } from '../../src/sidecar';
@@ -9,6 +8,7 @@ import { startEnvoy, type RunningEnvoy } from '../../src/stack/envoy-process';
 import { freePorts } from '../../src/stack/ports';
 import { startFakeEngine, type FakeEngine, type FakeEngineOptions } from '../../src/fake-engine/server';
 import { resetFaults } from '../../src/fake-engine/faults';
+import { captureLogs } from './log-capture';
 
 export interface TestStackOptions {
   /** Sidecar environment (reference variable names). DOWNSTREAM_URL and PORT are filled in. */
@@ -42,13 +42,8 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
   for (let i = 0; i < (o.replicas ?? 2); i++) engines.push(await startFakeEngine({ ...o.engine, name: `replica-${String.fromCharCode(97 + i)}` }));
   const continuationEngine = o.continuationReplica ? await startFakeEngine({ ...o.engine, name: 'continuation' }) : undefined;
   const [listenPort, adminPort, egressPort, extProcPort, contEgressPort] = await freePorts(5);
-  const logs: any[] = [];
-  const sink = new Writable({
-    write(chunk, _enc, cb) {
-      for (const line of String(chunk).split('\n')) if (line.trim()) logs.push(JSON.parse(line));
-      cb();
-    },
-  });
+  const capture = captureLogs();
+  const { sink, logs, records } = capture;
   let sidecar: Sidecar | undefined;
   if (!o.noSidecar) {
     // `{engine0}` in a value stands for the first replica's URL (e.g. TOKENIZE_URL={engine0}/tokenize).
@@ -77,7 +72,6 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
     maxStallSeconds: Number(o.env?.MAX_STALL_SECONDS ?? 300),
     waitForExtProcHealthy: !o.noSidecar,
   });
-  const records = (filter: Record<string, unknown>) => logs.filter((r) => Object.entries(filter).every(([k, v]) => r[k] === v));
   return {
     url: `http://127.0.0.1:${listenPort}`,
     engines,
@@ -86,15 +80,7 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
     envoy,
     logs,
     records,
-    async waitForEnd(requestId, timeoutMs = 5000) {
-      const until = Date.now() + timeoutMs;
-      for (;;) {
-        const r = logs.find((l) => l.event === 'request_end' && l.request_id === requestId);
-        if (r) return r;
-        if (Date.now() > until) throw new Error(`no request_end record for ${requestId}`);
-        await new Promise((res) => setTimeout(res, 20));
-      }
-    },
+    waitForEnd: capture.waitForEnd,
     async stopSidecar() {
       await sidecar?.close();
       sidecar = undefined;
