@@ -402,6 +402,7 @@ export class OriginatedResponse {
       {
         event: 'request_end',
         completion_id: this.tracker.id,
+        model: this.tracker.model,
         phase: this.phase,
         attempt: this.attempt,
         legs: this.legs,
