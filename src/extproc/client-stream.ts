@@ -3,6 +3,7 @@
 // proxying), or a locally originated response (StreamedImmediateResponse: headers, then body chunks).
 // Writes after the stream is gone are dropped, never thrown: the client may vanish at any moment.
 import * as grpc from '@grpc/grpc-js';
+import { encodeSirBody } from './encode-body';
 import { headerMapToRecord, type ProcessingRequest, type ProcessingResponse } from './proto';
 
 export interface ClientStreamHandler {
@@ -79,7 +80,7 @@ export class ClientStream {
 
   /** Sends response body bytes; resolves when gRPC's buffer has room again (backpressure). */
   async sendResponseBody(body: Buffer, endOfStream: boolean): Promise<void> {
-    const ok = this.write({ streamed_immediate_response: { body_response: { body, end_of_stream: endOfStream } } });
+    const ok = this.write(encodeSirBody(body, endOfStream) as unknown as ProcessingResponse);
     if (endOfStream) this.finish();
     else if (!ok && !this.closed) await new Promise<void>((r) => this.drainWaiters.push(r));
   }

@@ -3,6 +3,7 @@
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { EncodedResponse } from './encode-body';
 
 export interface HeaderValue {
   key: string;
@@ -54,7 +55,12 @@ export function extProcServiceDefinition(): grpc.ServiceDefinition {
     oneofs: true,
   });
   const pkg = grpc.loadPackageDefinition(def) as any;
-  cached = pkg.envoy.service.ext_proc.v3.ExternalProcessor.service as grpc.ServiceDefinition;
+  const service = { ...(pkg.envoy.service.ext_proc.v3.ExternalProcessor.service as grpc.ServiceDefinition) };
+  const process = service.Process;
+  const serialize = process.responseSerialize;
+  // Body chunks arrive pre-encoded (encode-body.ts); everything else goes through proto-loader.
+  service.Process = { ...process, responseSerialize: (v: unknown) => (v instanceof EncodedResponse ? v.bytes : serialize(v)) };
+  cached = service;
   return cached;
 }
 
