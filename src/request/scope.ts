@@ -48,7 +48,8 @@ export function decideScope(
   try {
     payload = JSON.parse(decoder.decode(raw));
   } catch (e) {
-    return skip('not-json', (e as Error).message);
+    // Never the parser's message: V8 quotes the offending input, i.e. the client's prompt text.
+    return skip('not-json', e instanceof SyntaxError ? 'invalid JSON or UTF-8' : 'unparseable body');
   }
   const shape = ChatRequest.safeParse(payload);
   if (!shape.success) return skip('not-chat-request', shape.error.issues[0]?.message);

@@ -264,7 +264,9 @@ export class OriginatedResponse {
         await this.delivery.end(Buffer.concat([out.failingEvent ?? Buffer.alloc(0), DONE_EVENT]));
         return;
       case 'eof':
-        await this.delivery.end();
+        // The answer ended before its first delta and will not be re-run: say so explicitly (nothing of it
+        // was delivered), never a stream that just stops.
+        await this.delivery.end(interruptionEvent({ requestId: this.requestId, deliveredOutputTokens: 0, reason: `eof:${reason}`, partialOutput: false }));
         return;
       case 'reset':
         await this.delivery.commit();

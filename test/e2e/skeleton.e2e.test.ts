@@ -123,7 +123,7 @@ test('role-only chunk then reset: nothing recoverable, the failure passes throug
   expect((await stack.waitForEnd(id)).outcome).toBe('failed-before-first-delta');
 });
 
-test('no chunk then clean EOF / reset: no leg2', async () => {
+test('no chunk then clean EOF / reset: no leg2, and never a stream that just stops', async () => {
   for (const fault of ['eof@0', 'crash-before-headers']) {
     resetFaults();
     const id = newRequestId();
@@ -131,6 +131,13 @@ test('no chunk then clean EOF / reset: no leg2', async () => {
     expect(r.reasoning + r.content).toBe('');
     expect(r.finishReasons).toEqual([]);
     expect(seenFor(stack, id).filter((s) => s.continuation)).toHaveLength(0);
+    if (fault === 'eof@0') {
+      // Nothing delivered, no retry left (MAX_ATTEMPTS=1): an explicit error event, partial_output false.
+      expect(r.errors).toEqual([expect.objectContaining({ code: 'upstream_decode_interrupted', partial_output: false })]);
+      expect(r.done).toBe(true);
+    } else {
+      expect(r.status).toBe(503); // Envoy's own answer for a reset before headers, passed on unchanged
+    }
   }
 });
 

@@ -32,6 +32,11 @@ describe('decideScope: in scope', () => {
 });
 
 describe('decideScope: skip reasons', () => {
+  it('not-json never carries the body text into its detail (it is logged)', () => {
+    const d = decideScope(buf('{"messages": [{"role":"user","content":"my secret prompt"'), cfg);
+    expect(JSON.stringify(d)).not.toContain('secret');
+  });
+
   it('not-json: invalid JSON, invalid UTF-8, BOM, NaN', () => {
     expect(reason(decideScope(buf('{"stream": tru'), cfg))).toBe('not-json');
     expect(reason(decideScope(Buffer.from([0x7b, 0xff, 0x7d]), cfg))).toBe('not-json');
