@@ -29,6 +29,8 @@ const BASE = Object.freeze({
   stallTimeoutSeconds: 20,
   maxStallSeconds: 300,
   upstreamHeadersTimeoutSeconds: 60,
+  // The sidecar serves grpc.health.v1: Envoy then also sees a draining (NOT_SERVING) or wedged sidecar.
+  extProcHealthCheck: 'grpc',
 });
 
 /** docker compose: two fake SGLang replicas, resolved by Docker's DNS (hostnames -> STRICT_DNS). */

@@ -71,6 +71,7 @@ export const DEMO_ENVOY_OPTIONS: EnvoyConfigOptions = Object.freeze({
   routerTier: [{ host: '127.0.0.1', port: 8000 }],
   stallTimeoutSeconds: 20,
   maxStallSeconds: 300,
+  extProcHealthCheck: 'grpc',
   // The sidecar's UPSTREAM_HEADERS_TIMEOUT_SECONDS default, as `npm run stack` passes it.
   upstreamHeadersTimeoutSeconds: 60,
 }) as EnvoyConfigOptions;

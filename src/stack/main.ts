@@ -78,7 +78,8 @@ async function main(): Promise<number> {
   const upstreamHeadersTimeoutSeconds = envNumber(env, 'UPSTREAM_HEADERS_TIMEOUT_SECONDS', 60, { min: 0.001 });
   const adminPortEnv = env.ENVOY_ADMIN_PORT ? envNumber(env, 'ENVOY_ADMIN_PORT', 0, { int: true, min: 1 }) : undefined;
   const envoyLogLevel = env.ENVOY_LOG_LEVEL?.trim() || 'warning';
-  const healthCheck = (env.ENVOY_EXT_PROC_HEALTH_CHECK?.trim().toLowerCase() || 'tcp') as 'tcp' | 'grpc';
+  // grpc.health.v1 by default: it also sees a draining (NOT_SERVING) or wedged sidecar, which a TCP check cannot.
+  const healthCheck = (env.ENVOY_EXT_PROC_HEALTH_CHECK?.trim().toLowerCase() || 'grpc') as 'tcp' | 'grpc';
   if (healthCheck !== 'tcp' && healthCheck !== 'grpc') {
     throw new StackError(`ENVOY_EXT_PROC_HEALTH_CHECK must be tcp or grpc, got ${JSON.stringify(env.ENVOY_EXT_PROC_HEALTH_CHECK)}`);
   }

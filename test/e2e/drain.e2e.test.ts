@@ -1,3 +1,4 @@
+import { waitForExtProcHealth } from '../../src/stack/envoy-process';
 // Graceful shutdown through the real Envoy: Sidecar.drain() turns readiness and gRPC health off, passes new
 // requests through (native proxying), lets the stream in flight finish, then closes; past the deadline it
 // closes anyway.
@@ -32,7 +33,9 @@ function healthCheck(port: number, service: string): Promise<string> {
 describe('drain', () => {
   let stack: TestStack;
   beforeAll(async () => {
-    stack = await startTestStack();
+    // TCP health check here, so the request made during the drain deterministically reaches the sidecar and
+    // exercises its own pass-through; the gRPC check is the next describe.
+    stack = await startTestStack({ healthCheck: 'tcp' });
   });
   afterAll(async () => stack?.stop());
 
@@ -62,6 +65,7 @@ describe('drain', () => {
     const late = await postChat(stack.url, chatBody(), { 'x-fake-answer-tokens': '5,5', 'x-request-id': lateId });
     expectOneCompleteStream(late);
     expect(stack.records({ request_id: lateId, decision: 'PASSTHROUGH' })).toEqual([expect.objectContaining({ reason: 'draining' })]);
+
     expect(stack.logs.filter((l) => l.event === 'request_end' && l.request_id === lateId)).toEqual([]);
     expect(seenFor(stack, lateId)).toHaveLength(1);
     // The slow stream is still running: the late request did not wait for it.
@@ -104,5 +108,28 @@ describe('drain deadline', () => {
     expect(r.transportError).toBeNull();
     expect(r.errors).toEqual([expect.objectContaining({ code: 'upstream_decode_interrupted', reason: 'gateway-shutdown', partial_output: true })]);
     expect(r.done).toBe(true);
+  });
+});
+
+describe('drain seen by Envoy (grpc.health.v1 health check)', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack({ healthCheck: 'grpc' });
+  });
+  afterAll(async () => stack?.stop());
+
+  it('Envoy takes a draining sidecar out and proxies natively, without opening a processor stream', async () => {
+    const sidecar = stack.sidecar!;
+    const slowId = newRequestId('hc-inflight');
+    const slow = postChat(stack.url, chatBody(), { ...SLOW, 'x-request-id': slowId });
+    await waitFor(() => stack.records({ request_id: slowId, decision: 'FIRST_DELTA' }).length === 1);
+    const drained = sidecar.drain(20_000);
+    await waitForExtProcHealth(stack.envoy.adminUrl, false, 5000);
+    const afterId = newRequestId('after-hc');
+    expectOneCompleteStream(await postChat(stack.url, chatBody(), { 'x-fake-answer-tokens': '5,5', 'x-request-id': afterId }));
+    expect(stack.records({ request_id: afterId })).toEqual([]);
+    expect(seenFor(stack, afterId)).toHaveLength(1);
+    expectOneCompleteStream(await slow);
+    await drained;
   });
 });

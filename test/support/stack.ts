@@ -19,6 +19,8 @@ export interface TestStackOptions {
   continuationReplica?: boolean;
   /** Start Envoy without waiting for the sidecar (for the sidecar-down test). */
   noSidecar?: boolean;
+  /** How Envoy health-checks the sidecar (default grpc, as `npm run stack`). */
+  healthCheck?: 'tcp' | 'grpc';
 }
 
 export interface TestStack {
@@ -71,6 +73,8 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
     stallTimeoutSeconds: Number(o.env?.STALL_IDLE_TIMEOUT_SECONDS ?? 1),
     maxStallSeconds: Number(o.env?.MAX_STALL_SECONDS ?? 300),
     waitForExtProcHealthy: !o.noSidecar,
+    // The sidecar serves grpc.health.v1: Envoy sees it NOT_SERVING while it drains.
+    extProcHealthCheck: o.healthCheck ?? 'grpc',
   });
   return {
     url: `http://127.0.0.1:${listenPort}`,

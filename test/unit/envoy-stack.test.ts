@@ -72,6 +72,8 @@ function startStack(env: NodeJS.ProcessEnv): Stack {
       ENVOY_BIN: envoyBin,
       STACK_SIDECAR_MAIN: path.join(dir, 'sidecar.js'),
       STACK_FAKE_ENGINE_MAIN: path.join(dir, 'engine.js'),
+      // The stand-in sidecar is a plain TCP listener, not a gRPC health server.
+      ENVOY_EXT_PROC_HEALTH_CHECK: 'tcp',
       STANDIN_DIR: dir,
       ...env,
     },
