@@ -28,8 +28,8 @@ const EMOJI = ['🙂', '🚀', '✨'];
 const JSON_TOKENS = ['{"', 'summary', '":', ' "', '",', ' "', 'count', '":', ' ', '}'];
 registerVocabulary([...OPENERS, ...WORDS, ...PUNCT, ...CJK, ...EMOJI, ...JSON_TOKENS, '"', '"count', ',']);
 
-/** mulberry32: tiny seeded PRNG, good enough to make answers look varied. */
-function prng(seed: number): () => number {
+/** mulberry32: tiny seeded PRNG, good enough to make answers look varied (tests reuse it). */
+export function prng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;

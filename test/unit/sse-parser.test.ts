@@ -1,3 +1,4 @@
+import { prng } from '../../src/fake-engine/answer';
 import { SseParser, type SseEvent } from '../../src/sse/parser';
 
 type Eol = '\n' | '\r\n' | '\r';
@@ -310,16 +311,8 @@ describe('SseParser: UTF-8 split across chunks', () => {
 // ---------------------------------------------------------------------------------------------------------
 // Property-style: random streams, random chunking, seeded PRNG (deterministic, no dependencies).
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// mulberry32, the fake engine's seeded PRNG.
+const mulberry32 = prng;
 
 const ALPHABET = ['a', 'b', 'Z', '0', ' ', ' ', ':', '"', '{', '}', 'é', '中', '語', '😀', '👋🏽', '\t', '[DONE]'];
 
