@@ -95,7 +95,7 @@ export class OriginatedResponse {
     } finally {
       budget.activeStreams--;
       this.ctx.inFlight.delete(this);
-      this.ctx.metrics.requestEnded({ legs: this.legs, recoveredTokens: this.recovered?.totalRecovered ?? 0, retried: this.attempt > 1, firstDeltaSent: this.delivery.committed });
+      this.ctx.metrics.requestEnded({ legs: this.legs, recoveredTokens: this.recovered?.totalRecovered ?? 0, retried: this.attempt > 1, firstDeltaSent: this.firstDeltaAt !== null });
       this.releaseSlot?.();
       this.abort?.abort();
       this.logEnd();
