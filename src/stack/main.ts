@@ -137,10 +137,15 @@ async function main(): Promise<number> {
   const prefixed = (name: string) => (line: string): void => {
     process.stderr.write(`[${name}] ${line}\n`);
   };
-  const spawnNode = (name: string, script: string, args: string[], childEnv: NodeJS.ProcessEnv): ManagedChild => {
+  const spawnNode = (name: string, script: string, args: string[], childEnv: NodeJS.ProcessEnv, critical = true): ManagedChild => {
     const c = spawnManaged(process.execPath, [script, ...args], { name, env: childEnv, onLine: prefixed(name) });
     st.children.push(c);
-    watch(name, c.exited);
+    if (critical) watch(name, c.exited);
+    else
+      // A demo replica is meant to be killed (that is what the demo shows): the stack keeps running.
+      void c.exited.then((info) => {
+        if (!shuttingDown) say(`${name} exited (${describeExit(info)}); the other replica keeps serving; restart the demo to get it back`);
+      });
     return c;
   };
   // Any failure while starting: stop what is up and fail with the reason.
@@ -167,14 +172,14 @@ async function main(): Promise<number> {
       const engines = await Promise.all(
         ['replica-a', 'replica-b'].map(async (name) => {
           const port = await freePort();
-          const c = spawnNode(name, fakeEngineMain, ['--port', String(port), '--name', name, '--dialect', dialect, '--family', 'generic', '--token-ms', '40'], env);
+          const c = spawnNode(name, fakeEngineMain, ['--port', String(port), '--name', name, '--dialect', dialect, '--family', 'generic', '--token-ms', '40'], env, false);
           const m = await guard(c.waitForLine(new RegExp(`^FAKE_ENGINE ${name} listening (http://\\S+)`), startTimeoutMs, 'its FAKE_ENGINE line'));
           const u = new URL(m[1]);
-          return { host: u.hostname, port: Number(u.port) };
+          return { host: u.hostname, port: Number(u.port), pid: c.pid, name };
         }),
       );
-      routerTier = engines;
-      say(`demo: fake engines ${engines.map((e) => `${e.host}:${e.port}`).join(', ')} (dialect ${dialect})`);
+      routerTier = engines.map(({ host, port }) => ({ host, port }));
+      say(`demo: fake engines ${engines.map((e) => `${e.name} ${e.host}:${e.port} (pid ${e.pid})`).join(', ')} (dialect ${dialect}); kill -9 a pid mid-answer to watch the recovery`);
     }
 
     // 2. Ports for Envoy, then the sidecar (it must know the egress URL before Envoy starts).
