@@ -19,6 +19,9 @@ type ToPrimary = { type: 'ready'; port: number } | { type: 'metrics'; id: number
 type ToWorker = { type: 'metrics?'; id: number };
 
 const METRICS_TIMEOUT_MS = 2000;
+/** More worker deaths than this within the window: something is wrong for good, stop instead of looping. */
+const MAX_RESTARTS_IN_WINDOW = 5;
+const RESTART_WINDOW_MS = 60_000;
 
 export async function runPrimary(config: GatewayConfig, log: Logger, onListening: (port: number) => void): Promise<void> {
   const ready = new Map<number, number>(); // worker id -> port
@@ -26,6 +29,7 @@ export async function runPrimary(config: GatewayConfig, log: Logger, onListening
   let announced = false;
   let nextId = 0;
   const pending = new Map<number, { got: metric[][]; want: number; done: () => void }>();
+  const recentDeaths: number[] = [];
 
   const fork = (): Worker => {
     const w = cluster.fork({ SIDECAR_WORKER: '1' });
@@ -48,6 +52,18 @@ export async function runPrimary(config: GatewayConfig, log: Logger, onListening
     w.on('exit', (code, signal) => {
       ready.delete(w.id);
       if (draining) return;
+      // A worker that cannot start (port taken, bad environment) would die again at once: no crash loop.
+      const now = Date.now();
+      recentDeaths.push(now);
+      while (recentDeaths.length && recentDeaths[0] < now - RESTART_WINDOW_MS) recentDeaths.shift();
+      if (!announced || recentDeaths.length > MAX_RESTARTS_IN_WINDOW) {
+        log.error({ worker: w.id, code, signal, started: announced }, 'sidecar worker died during start-up or too often: stopping');
+        draining = true;
+        for (const other of Object.values(cluster.workers ?? {})) other?.process.kill('SIGKILL');
+        process.exitCode = 1;
+        setTimeout(() => process.exit(1), 200).unref();
+        return;
+      }
       log.error({ worker: w.id, code, signal }, 'sidecar worker died: starting a replacement');
       fork();
     });

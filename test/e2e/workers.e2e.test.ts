@@ -8,6 +8,7 @@ import { startFakeEngine, type FakeEngine } from '../../src/fake-engine/server';
 import { startEnvoy, type RunningEnvoy } from '../../src/stack/envoy-process';
 import { freePorts } from '../../src/stack/ports';
 import { chatBody, newRequestId, postChat } from '../support/client';
+import { PORT_TAKEN } from '../support/stack';
 import { expectOneCompleteStream } from './helpers';
 
 const SIZE = { 'x-fake-answer-tokens': '20,20' };
@@ -21,8 +22,22 @@ let stderr = '';
 beforeAll(async () => {
   resetFaults();
   engines = [await startFakeEngine({ name: 'w-a' }), await startFakeEngine({ name: 'w-b' })];
+  // Free ports can be taken by a parallel jest worker before we bind them: start over with new ones.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await startSidecarAndEnvoy();
+      return;
+    } catch (e) {
+      if (sidecar && sidecar.exitCode === null) sidecar.kill('SIGKILL');
+      if (attempt >= 3 || !PORT_TAKEN.test(String((e as Error)?.message))) throw e;
+    }
+  }
+});
+
+async function startSidecarAndEnvoy(): Promise<void> {
   const [listenPort, envoyAdmin, egressPort, extProcPort, sidecarAdmin] = await freePorts(5);
   adminPort = sidecarAdmin;
+  stderr = '';
   sidecar = spawn(process.execPath, [path.resolve(__dirname, '../../src/main.js')], {
     env: { ...process.env, WORKERS: '2', PORT: String(extProcPort), ADMIN_PORT: String(sidecarAdmin), DOWNSTREAM_URL: `http://127.0.0.1:${egressPort}`, CONTINUATION_MODEL: 'generic-test', STALL_IDLE_TIMEOUT_SECONDS: '1', RECOVERY_BUDGET_PERCENT: '100', LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -38,7 +53,7 @@ beforeAll(async () => {
   });
   envoy = await startEnvoy({ listenPort, adminPort: envoyAdmin, egressPort, extProcHost: '127.0.0.1', extProcPort, routerTier: engines.map((e) => ({ host: '127.0.0.1', port: e.port })), stallTimeoutSeconds: 1, maxStallSeconds: 300 });
   url = `http://127.0.0.1:${listenPort}`;
-});
+}
 
 afterAll(async () => {
   if (sidecar && sidecar.exitCode === null) sidecar.kill('SIGKILL');

@@ -38,7 +38,24 @@ export interface TestStack {
   stop(): Promise<void>;
 }
 
+/**
+ * Ports are picked free and then bound by Envoy a moment later; another process (a parallel jest worker)
+ * can take one in between. Envoy then exits with "Address already in use": start over with new ports.
+ */
+/** Envoy's and grpc-js's words for a port that another process took first. */
+export const PORT_TAKEN = /Address already in use|EADDRINUSE|No address added/;
+
 export async function startTestStack(o: TestStackOptions = {}): Promise<TestStack> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startTestStackOnce(o);
+    } catch (e) {
+      if (attempt >= 3 || !PORT_TAKEN.test(String((e as Error)?.message))) throw e;
+    }
+  }
+}
+
+async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
   resetFaults();
   const engines: FakeEngine[] = [];
   for (let i = 0; i < (o.replicas ?? 2); i++) engines.push(await startFakeEngine({ ...o.engine, name: `replica-${String.fromCharCode(97 + i)}` }));
@@ -62,6 +79,10 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
     });
     sidecar = await startSidecar(config, createLogger(config.logLevel, sink));
   }
+  const closeStarted = async () => {
+    await sidecar?.close();
+    await Promise.all([...engines, ...(continuationEngine ? [continuationEngine] : [])].map((e) => e.close()));
+  };
   const envoy = await startEnvoy({
     listenPort,
     adminPort,
@@ -75,6 +96,9 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
     waitForExtProcHealthy: !o.noSidecar,
     // The sidecar serves grpc.health.v1: Envoy sees it NOT_SERVING while it drains.
     extProcHealthCheck: o.healthCheck ?? 'grpc',
+  }).catch(async (e) => {
+    await closeStarted();
+    throw e;
   });
   return {
     url: `http://127.0.0.1:${listenPort}`,
