@@ -186,7 +186,7 @@ export class OriginatedResponse {
         return await this.routerUnreachable(`router-tier-unreachable:${String(res.headers['x-gateway-upstream-flags'])}`);
       }
       if (isResetBeforeHeaders(res.headers)) {
-        const body = await readSmall(res.body);
+        const body = await res.body.readAll(65536);
         return { type: 'failed', failure: 'reset', detail: `reset-before-headers:${String(res.headers['x-gateway-upstream-flags'])}`, envoyAnswer: { status: res.status, headers: clientResponseHeaders(res.headers), body } };
       }
       // Anything but an event stream is passed through unchanged (the engine's own 4xx/5xx, say).
@@ -336,7 +336,6 @@ export class OriginatedResponse {
     if (this.gone) return;
     if (res instanceof LegOpenError) return await this.interrupt(`leg2-failed-to-start:${res.kind}`);
     if (res.status !== 200) {
-      res.body.on('error', () => undefined);
       res.body.destroy();
       return await this.interrupt(`leg2-status-${res.status}`);
     }
@@ -424,20 +423,4 @@ export class OriginatedResponse {
       'request_end',
     );
   }
-}
-
-/** Reads a short error body (Envoy's local replies are a line of text); bounded at 64 KiB. */
-async function readSmall(body: NodeJS.ReadableStream): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  let n = 0;
-  try {
-    for await (const c of body as AsyncIterable<Buffer>) {
-      n += c.length;
-      if (n > 65536) break;
-      parts.push(c);
-    }
-  } catch {
-    // a broken error body is still an error: keep what we have
-  }
-  return Buffer.concat(parts);
 }

@@ -2,22 +2,25 @@
 import type { LegResponse } from '../upstream/client';
 import { clientResponseHeaders } from '../request/forward-headers';
 import type { Delivery } from './delivery';
+import { LegReader } from '../upstream/leg-reader';
 
 /** Bounded: error bodies are small; anything beyond this is streamed through chunk by chunk. */
 export async function relayVerbatim(delivery: Delivery, res: LegResponse, isGone: () => boolean): Promise<void> {
   delivery.setHeaders(res.status, clientResponseHeaders(res.headers));
   await delivery.commit();
+  const reader = new LegReader(res.body);
   try {
-    for await (const chunk of res.body as AsyncIterable<Buffer>) {
-      if (isGone()) {
-        res.body.destroy();
-        return;
+    for (;;) {
+      const r = await reader.nextChunks();
+      if (isGone()) return;
+      if (r.type === 'end') return await delivery.end();
+      if (r.type === 'reset') {
+        // The upstream died in the middle of its error body: reproduce that for the client.
+        return delivery.reset('upstream reset during a passed-through response');
       }
-      await delivery.write(chunk);
+      await delivery.write(r.bytes);
     }
-    await delivery.end();
-  } catch {
-    // The upstream died in the middle of its error body: reproduce that for the client.
-    delivery.reset('upstream reset during a passed-through response');
+  } finally {
+    reader.fence();
   }
 }

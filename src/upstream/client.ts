@@ -1,13 +1,13 @@
 // Opens upstream legs with undici. Every leg goes to a configured address (Envoy's egress listener in the
 // stack), never to one taken from the request. Timeouts: connect and response-headers are enforced here;
 // the body has none on purpose (stall detection belongs to the leg reader, which knows the phase).
-import { Agent, request, errors } from 'undici';
-import type { Readable } from 'node:stream';
+import { Agent, errors } from 'undici';
+import { LegAbortedError, LegDispatchHandler, type LegBody, type LegHeaders } from './leg-body';
 
 export interface LegResponse {
   status: number;
-  headers: Record<string, string | string[] | undefined>;
-  body: Readable;
+  headers: LegHeaders;
+  body: LegBody;
 }
 
 export type LegOpenErrorKind = 'connect' | 'headers-timeout' | 'aborted' | 'reset';
@@ -35,19 +35,29 @@ export class UpstreamClient {
     });
   }
 
-  async open(url: string, headers: Record<string, string>, body: Buffer, signal: AbortSignal): Promise<LegResponse> {
-    try {
-      const res = await request(url, {
-        method: 'POST',
-        headers,
-        body,
+  /** Sends one leg; resolves at its response headers. Aborting `signal` aborts the leg at any point. */
+  open(url: string, headers: Record<string, string>, body: Buffer, signal: AbortSignal): Promise<LegResponse> {
+    return new Promise((resolve, reject) => {
+      const fail = (e: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(new LegOpenError(classifyOpenError(e, signal), e));
+      };
+      const handler = new LegDispatchHandler(
         signal,
-        dispatcher: this.agent,
-      });
-      return { status: res.statusCode, headers: res.headers, body: res.body as unknown as Readable };
-    } catch (e) {
-      throw new LegOpenError(classifyOpenError(e, signal), e);
-    }
+        (status, resHeaders, resBody) => resolve({ status, headers: resHeaders, body: resBody }),
+        fail,
+      );
+      // Before the head the request itself is aborted; after it, the body (the same undici abort).
+      const onAbort = () => handler.body.destroy();
+      signal.addEventListener('abort', onAbort, { once: true });
+      if (signal.aborted) return fail(new LegAbortedError());
+      const u = new URL(url);
+      try {
+        this.agent.dispatch({ origin: u.origin, path: u.pathname + u.search, method: 'POST', headers, body }, handler);
+      } catch (e) {
+        fail(e);
+      }
+    });
   }
 
   close(): Promise<void> {

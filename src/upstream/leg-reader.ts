@@ -1,21 +1,21 @@
 // Reads one leg's SSE body as whole events, with an idle timer the caller chooses per read.
 //
 // An idle timeout does not cancel anything: the caller decides whether silence means "stalled" or "keep
-// waiting" and may simply call next() again. fence() ends the leg for good: the body is destroyed (undici
+// waiting" and may simply call next() again. fence() ends the leg for good: the leg is aborted (undici
 // closes the socket, so the replica sees the client go and frees the slot) and anything the dead leg still
 // had in flight is never surfaced.
 //
-// Why 'data' callbacks and not `for await`: an async iterator costs a promise and a microtask per chunk on
-// the hottest path (measured: docs/performance.md). Chunks queue here while the caller is busy (writing to
-// a slow client, say) and are handed over together on the next read; past a few queued chunks the body is
-// paused, so backpressure still reaches the upstream socket.
-import type { Readable } from 'node:stream';
+// Chunks arrive as plain calls from the leg's dispatch handler (leg-body.ts), with no Readable in between:
+// this is the hottest path of the gateway (docs/performance.md). They queue here while the caller is busy
+// (writing to a slow client, say) and are handed over together on the next read; past a few queued chunks
+// the upstream socket is paused, so backpressure still reaches the replica.
 import { SseParser, type SseEvent } from '../sse/parser';
+import type { LegBody, LegBodySink } from './leg-body';
 
 /** The largest single SSE event a leg may send (a chat chunk is a few hundred bytes). */
 export const MAX_PARTIAL_EVENT_BYTES = 1024 * 1024;
 
-/** Chunks queued before the body is paused (backpressure to the upstream). */
+/** Chunks queued before the upstream socket is paused. */
 const QUEUE_HIGH_WATER = 16;
 
 export type LegRead =
@@ -24,36 +24,36 @@ export type LegRead =
   | { type: 'end' }
   | { type: 'reset'; error: unknown };
 
-export class LegReader {
+export class LegReader implements LegBodySink {
   private readonly parser = new SseParser();
   private queue: Buffer[] = [];
   private ended = false;
   private failure: { error: unknown } | null = null;
-  private wake: (() => void) | null = null;
+  private wake: ((idle: boolean) => void) | null = null;
   private fenced = false;
   /** Bytes read from this leg, and whether any arrived (stall timers start at the first byte). */
   bytes = 0;
 
-  constructor(private readonly body: Readable) {
-    body.on('data', (chunk: Buffer) => {
-      if (this.fenced) return;
-      this.queue.push(chunk);
-      if (this.queue.length >= QUEUE_HIGH_WATER) body.pause();
-      this.notify();
-    });
-    body.on('end', () => {
-      this.ended = true;
-      this.notify();
-    });
-    body.on('error', (error: unknown) => {
-      this.failure ??= { error };
-      this.notify();
-    });
-    body.on('close', () => {
-      // Closed without 'end' or 'error' (destroyed underneath us): the leg is broken.
-      if (!this.ended && !this.failure) this.failure = { error: new Error('upstream body closed before its end') };
-      this.notify();
-    });
+  constructor(private readonly body: LegBody) {
+    body.attach(this);
+  }
+
+  // LegBodySink: called by the leg body.
+  data(chunk: Buffer): boolean {
+    if (this.fenced) return false;
+    this.queue.push(chunk);
+    this.notify();
+    return this.queue.length < QUEUE_HIGH_WATER;
+  }
+
+  end(): void {
+    this.ended = true;
+    this.notify();
+  }
+
+  error(error: unknown): void {
+    this.failure ??= { error };
+    this.notify();
   }
 
   get anyBytes(): boolean {
@@ -67,7 +67,7 @@ export class LegReader {
       if (this.queue.length) {
         const chunks = this.queue;
         this.queue = [];
-        if (this.body.isPaused() && !this.ended) this.body.resume();
+        this.body.resume();
         let events: SseEvent[] = [];
         for (const c of chunks) {
           this.bytes += c.length;
@@ -81,16 +81,36 @@ export class LegReader {
       }
       if (this.failure) return { type: 'reset', error: this.failure.error };
       if (this.ended) return { type: 'end' };
-      const idle = await new Promise<boolean>((resolve) => {
-        const timer = timeoutMs > 0 ? setTimeout(() => resolve(true), timeoutMs) : undefined;
-        this.wake = () => {
-          if (timer) clearTimeout(timer);
-          resolve(false);
-        };
-      });
-      this.wake = null;
-      if (idle) return { type: 'idle' };
+      if (await this.waitForChunk(timeoutMs)) return { type: 'idle' };
     }
+  }
+
+  /** Raw bytes as they come, for bodies that are not SSE (a passed-through error answer); no idle limit. */
+  async nextChunks(): Promise<{ type: 'bytes'; bytes: Buffer } | { type: 'end' } | { type: 'reset'; error: unknown }> {
+    for (;;) {
+      if (this.fenced) return { type: 'end' };
+      if (this.queue.length) {
+        const chunks = this.queue;
+        this.queue = [];
+        this.body.resume();
+        for (const c of chunks) this.bytes += c.length;
+        return { type: 'bytes', bytes: chunks.length === 1 ? chunks[0] : Buffer.concat(chunks) };
+      }
+      if (this.failure) return { type: 'reset', error: this.failure.error };
+      if (this.ended) return { type: 'end' };
+      await this.waitForChunk(0);
+    }
+  }
+
+  /** Resolves true when timeoutMs passed with nothing new, false as soon as something arrived. */
+  private waitForChunk(timeoutMs: number): Promise<boolean> {
+    return new Promise<boolean>((resolve) => {
+      const timer = timeoutMs > 0 ? setTimeout(() => this.notify(true), timeoutMs) : undefined;
+      this.wake = (idle) => {
+        if (timer && !idle) clearTimeout(timer);
+        resolve(idle);
+      };
+    });
   }
 
   /** Bytes of an event that the leg never finished (dropped, never delivered). */
@@ -102,17 +122,14 @@ export class LegReader {
     if (this.fenced) return;
     this.fenced = true;
     this.queue = [];
-    // A leg that ended cleanly has nothing to abort (destroying it would only build an abort error).
-    if (!this.ended || this.body.readableLength > 0) {
-      this.body.on('error', () => undefined);
-      this.body.destroy();
-    }
+    // A leg that ended cleanly has nothing to abort; one still open is aborted.
+    this.body.destroy();
     this.notify();
   }
 
-  private notify(): void {
+  private notify(idle = false): void {
     const w = this.wake;
     this.wake = null;
-    w?.();
+    w?.(idle);
   }
 }

@@ -1,38 +1,164 @@
-import { Readable, PassThrough } from 'node:stream';
+// LegReader over real legs: a node:http server on loopback and the gateway's own undici client, so the
+// dispatch handler, pause/resume and aborts are the real ones.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { UpstreamClient, LegOpenError, type LegResponse } from '../../src/upstream/client';
 import { LegReader, MAX_PARTIAL_EVENT_BYTES } from '../../src/upstream/leg-reader';
 
+type Script = (req: http.IncomingMessage, res: http.ServerResponse) => void;
+
+let server: http.Server;
+let base: string;
+let script: Script;
+const client = new UpstreamClient({ connectTimeoutMs: 2000, headersTimeoutMs: 2000 });
+
+beforeAll(async () => {
+  server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => script(req, res));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  await client.close();
+  server.closeAllConnections();
+  await new Promise((r) => server.close(r));
+});
+
+function open(signal = new AbortController().signal): Promise<LegResponse> {
+  return client.open(`${base}/v1/chat/completions`, { 'content-type': 'application/json' }, Buffer.from('{}'), signal);
+}
+
+const sse = (res: http.ServerResponse) => {
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  res.flushHeaders();
+};
+const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 describe('LegReader', () => {
-  it('returns whole events only, across chunk splits', async () => {
-    const r = new LegReader(Readable.from([Buffer.from('data: {"a"'), Buffer.from(':1}\n\ndata: [DONE]\n\n')]));
-    const first = await r.next(1000);
-    expect(first.type).toBe('events');
-    if (first.type === 'events') expect(first.events.map((e) => e.data)).toEqual(['{"a":1}', '[DONE]']);
-    expect((await r.next(1000)).type).toBe('end');
+  it('returns whole events only, across chunk splits, then the end', async () => {
+    script = (_req, res) => {
+      sse(res);
+      res.write('data: {"a"');
+      setTimeout(() => res.end(':1}\n\ndata: [DONE]\n\n'), 20);
+    };
+    const leg = await open();
+    expect(leg.status).toBe(200);
+    expect(leg.headers['content-type']).toBe('text/event-stream');
+    const r = new LegReader(leg.body);
+    const got: string[] = [];
+    for (;;) {
+      const x = await r.next(1000);
+      if (x.type !== 'events') {
+        expect(x.type).toBe('end');
+        break;
+      }
+      got.push(...x.events.map((e) => e.data ?? ''));
+    }
+    expect(got).toEqual(['{"a":1}', '[DONE]']);
   });
 
   it('reports silence without losing the pending read', async () => {
-    const body = new PassThrough();
-    const r = new LegReader(body);
+    let later!: () => void;
+    script = (_req, res) => {
+      sse(res);
+      later = () => res.end('data: x\n\n');
+    };
+    const r = new LegReader((await open()).body);
     expect((await r.next(30)).type).toBe('idle');
-    body.write('data: x\n\n');
+    later();
     const ev = await r.next(1000);
     expect(ev.type === 'events' && ev.events[0].data).toBe('x');
   });
 
-  it('bounds memory: an event that never ends is treated as a broken leg', async () => {
-    const big = Buffer.alloc(64 * 1024, 0x61);
-    const chunks = Array.from({ length: Math.ceil(MAX_PARTIAL_EVENT_BYTES / big.length) + 2 }, () => big);
-    const r = new LegReader(Readable.from([Buffer.from('data: '), ...chunks]));
-    const out = await r.next(1000);
-    expect(out.type).toBe('reset');
-    if (out.type === 'reset') expect(String(out.error)).toContain('larger than');
+  it('keeps chunks that arrive before a reader attaches', async () => {
+    script = (_req, res) => {
+      sse(res);
+      res.end('data: early\n\n');
+    };
+    const leg = await open();
+    await tick(50);
+    const r = new LegReader(leg.body);
+    const ev = await r.next(1000);
+    expect(ev.type === 'events' && ev.events[0].data).toBe('early');
+    expect((await r.next(1000)).type).toBe('end');
   });
 
-  it('fence() destroys the body and ends reads', async () => {
-    const body = new PassThrough();
-    const r = new LegReader(body);
+  it('a socket cut mid-body is a reset, not an end', async () => {
+    script = (_req, res) => {
+      sse(res);
+      res.write('data: one\n\n');
+      setTimeout(() => res.socket?.resetAndDestroy(), 20);
+    };
+    const r = new LegReader((await open()).body);
+    expect((await r.next(1000)).type).toBe('events');
+    expect((await r.next(1000)).type).toBe('reset');
+  });
+
+  it('bounds memory: an event that never ends is treated as a broken leg', async () => {
+    const big = Buffer.alloc(64 * 1024, 0x61);
+    script = (_req, res) => {
+      sse(res);
+      res.write('data: ');
+      for (let i = 0; i < Math.ceil(MAX_PARTIAL_EVENT_BYTES / big.length) + 2; i++) res.write(big);
+    };
+    const r = new LegReader((await open()).body);
+    let out = await r.next(1000);
+    while (out.type === 'events') out = await r.next(1000);
+    expect(out.type).toBe('reset');
+    if (out.type === 'reset') expect(String(out.error)).toContain('larger than');
     r.fence();
-    expect(body.destroyed).toBe(true);
+  });
+
+  it('a reader that does not read pauses the upstream socket (backpressure reaches the server)', async () => {
+    let blocked: Promise<number>;
+    script = (_req, res) => {
+      sse(res);
+      blocked = new Promise((resolve) => {
+        let written = 0;
+        const chunk = Buffer.from(`data: ${'x'.repeat(16 * 1024)}\n\n`);
+        const pump = () => {
+          while (written < 64 * 1024 * 1024) {
+            written += chunk.length;
+            if (!res.write(chunk)) return void resolve(written);
+          }
+          resolve(written);
+        };
+        pump();
+      });
+    };
+    const r = new LegReader((await open()).body);
+    const written = await blocked!;
+    await tick(200);
+    // The server's writes stopped well short of what it wanted to send: the socket is paused.
+    expect(written).toBeLessThan(64 * 1024 * 1024);
+    expect((await r.next(1000)).type).toBe('events');
+    r.fence();
+  });
+
+  it('fence() aborts an open leg: the server sees its client go', async () => {
+    let closed!: Promise<void>;
+    script = (req, res) => {
+      sse(res);
+      res.write('data: one\n\n');
+      closed = new Promise((resolve) => res.on('close', () => resolve()));
+    };
+    const r = new LegReader((await open()).body);
+    expect((await r.next(1000)).type).toBe('events');
+    r.fence();
+    await closed;
     expect((await r.next(10)).type).toBe('end');
+  });
+
+  it('an abort before the response head rejects with a stable code', async () => {
+    script = () => undefined; // never answers
+    const ac = new AbortController();
+    const pending = open(ac.signal);
+    setTimeout(() => ac.abort(), 30);
+    const err = await pending.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LegOpenError);
+    expect((err as LegOpenError).code).toBe('LEG_ABORTED');
   });
 });
