@@ -78,11 +78,15 @@ export class ClientStream {
     this.write({ streamed_immediate_response: { headers_response: { headers: { headers: list }, end_of_stream: endOfStream } } });
   }
 
-  /** Sends response body bytes; resolves when gRPC's buffer has room again (backpressure). */
-  async sendResponseBody(body: Buffer, endOfStream: boolean): Promise<void> {
+  /**
+   * Sends response body bytes. Returns a promise only when gRPC's buffer is full (backpressure): the
+   * caller awaits it before sending more; the usual case costs no promise at all.
+   */
+  sendResponseBody(body: Buffer, endOfStream: boolean): Promise<void> | undefined {
     const ok = this.write(encodeSirBody(body, endOfStream) as unknown as ProcessingResponse);
     if (endOfStream) this.finish();
-    else if (!ok && !this.closed) await new Promise<void>((r) => this.drainWaiters.push(r));
+    else if (!ok && !this.closed) return new Promise<void>((r) => this.drainWaiters.push(r));
+    return undefined;
   }
 
   /** Aborts the client's response: Envoy resets the downstream stream (what a dead upstream looks like). */

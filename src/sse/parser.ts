@@ -85,6 +85,13 @@ export class SseParser {
     if (start === end) return this.sawField;
     this.sawField = true;
     if (buf[start] === 0x3a /* ':' */) return false;
+    // Fast path for the line every chunk has: decode only the value of `data:` / `data: `.
+    if (end - start > 4 && buf[start] === 0x64 && buf[start + 1] === 0x61 && buf[start + 2] === 0x74 && buf[start + 3] === 0x61 && buf[start + 4] === 0x3a) {
+      let v = start + 5;
+      if (v < end && buf[v] === 0x20) v++;
+      this.dataLines.push(buf.toString('utf8', v, end));
+      return false;
+    }
     const line = buf.toString('utf8', start, end);
     const colon = line.indexOf(':');
     const field = colon === -1 ? line : line.slice(0, colon);
@@ -96,11 +103,9 @@ export class SseParser {
   }
 
   private finishEvent(raw: Buffer): SseEvent {
-    const ev: SseEvent = {
-      raw,
-      data: this.dataLines.length ? this.dataLines.join('\n') : null,
-      ...(this.eventName !== undefined ? { event: this.eventName } : {}),
-    };
+    const lines = this.dataLines;
+    const data = lines.length === 0 ? null : lines.length === 1 ? lines[0] : lines.join('\n');
+    const ev: SseEvent = this.eventName === undefined ? { raw, data } : { raw, data, event: this.eventName };
     this.dataLines = [];
     this.eventName = undefined;
     this.sawField = false;

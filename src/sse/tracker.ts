@@ -25,6 +25,36 @@ export interface ObservedEvent {
   readonly usage: boolean;
 }
 
+/** One allocation per event, one shape for V8 (the hottest object the relay creates). */
+class Observed implements ObservedEvent {
+  readonly hasDelta: boolean;
+  constructor(
+    readonly kind: EventKind,
+    readonly json: any,
+    readonly reasoning: string,
+    readonly content: string,
+    readonly toolCall: boolean,
+    readonly finishReason: string | null,
+    readonly usage: boolean,
+  ) {
+    this.hasDelta = reasoning !== '' || content !== '' || toolCall;
+  }
+}
+
+const OTHER: ObservedEvent = Object.freeze(new Observed('other', undefined, '', '', false, null, false));
+const DONE: ObservedEvent = Object.freeze(new Observed('done', undefined, '', '', false, null, false));
+const MALFORMED: ObservedEvent = Object.freeze(new Observed('malformed', undefined, '', '', false, null, false));
+
+/** The choice with index 0 (an absent index counts as 0). */
+function choiceZero(choices: unknown): any {
+  if (!Array.isArray(choices)) return undefined;
+  for (let i = 0; i < choices.length; i++) {
+    const c = choices[i];
+    if ((c?.index ?? 0) === 0) return c;
+  }
+  return undefined;
+}
+
 export class StreamTracker {
   reasoning = '';
   content = '';
@@ -37,44 +67,46 @@ export class StreamTracker {
   model: string | null = null;
   malformed = 0;
 
-  /** Classifies an event without changing the accumulated state. */
+  /** Classifies an event without changing the accumulated state. Runs once per relayed event. */
   static read(ev: SseEvent): ObservedEvent {
-    const empty = { hasDelta: false, reasoning: '', content: '', toolCall: false, finishReason: null, usage: false };
-    if (ev.data === null) return { kind: 'other', ...empty };
-    const data = ev.data.trim();
-    if (data === '[DONE]') return { kind: 'done', ...empty };
+    const data = ev.data;
+    if (data === null) return OTHER;
+    // JSON.parse tolerates surrounding whitespace; only [DONE] needs the trimmed form.
+    if (data.length < 16 && data.trim() === '[DONE]') return DONE;
     let json: any;
     try {
       json = JSON.parse(data);
     } catch {
-      return { kind: 'malformed', ...empty };
+      // Whitespace JSON does not allow but String.trim removes (a BOM, NBSP): parse what trim leaves.
+      const trimmed = data.trim();
+      if (trimmed === '[DONE]') return DONE;
+      if (trimmed === data) return MALFORMED;
+      try {
+        json = JSON.parse(trimmed);
+      } catch {
+        return MALFORMED;
+      }
     }
-    if (json === null || typeof json !== 'object') return { kind: 'malformed', ...empty };
-    if (json.error !== undefined && json.choices === undefined) return { kind: 'error', json, ...empty };
+    if (json === null || typeof json !== 'object') return MALFORMED;
+    if (json.error !== undefined && json.choices === undefined) return new Observed('error', json, '', '', false, null, false);
     let reasoning = '';
     let content = '';
     let toolCall = false;
     let finishReason: string | null = null;
     // Only choice index 0 is tracked: requests with n > 1 are out of scope.
-    const choice = Array.isArray(json.choices) ? json.choices.find((c: any) => (c?.index ?? 0) === 0) : undefined;
+    const choice = choiceZero(json.choices);
     if (choice) {
-      const d = choice.delta ?? {};
-      if (typeof d.reasoning_content === 'string') reasoning = d.reasoning_content;
-      else if (typeof d.reasoning === 'string') reasoning = d.reasoning;
-      if (typeof d.content === 'string') content = d.content;
-      if (Array.isArray(d.tool_calls) && d.tool_calls.length > 0) toolCall = true;
+      const d = choice.delta;
+      if (d !== null && typeof d === 'object') {
+        if (typeof d.reasoning_content === 'string') reasoning = d.reasoning_content;
+        else if (typeof d.reasoning === 'string') reasoning = d.reasoning;
+        if (typeof d.content === 'string') content = d.content;
+        const tc = d.tool_calls;
+        if (Array.isArray(tc) && tc.length > 0) toolCall = true;
+      }
       if (typeof choice.finish_reason === 'string') finishReason = choice.finish_reason;
     }
-    return {
-      kind: 'chunk',
-      json,
-      hasDelta: reasoning !== '' || content !== '' || toolCall,
-      reasoning,
-      content,
-      toolCall,
-      finishReason,
-      usage: json.usage != null && typeof json.usage === 'object',
-    };
+    return new Observed('chunk', json, reasoning, content, toolCall, finishReason, json.usage != null && typeof json.usage === 'object');
   }
 
   /** Folds an observed event into the accumulated state (call only for events the client will get). */
@@ -89,7 +121,7 @@ export class StreamTracker {
     if (o.reasoning) {
       this.reasoning += o.reasoning;
       if (this.reasoningField === null) {
-        const d = j.choices?.find((c: any) => (c?.index ?? 0) === 0)?.delta ?? {};
+        const d = choiceZero(j.choices)?.delta ?? {};
         this.reasoningField = typeof d.reasoning_content === 'string' ? 'reasoning_content' : 'reasoning';
       }
     }

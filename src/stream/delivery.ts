@@ -53,14 +53,15 @@ export class Delivery {
     if (held.length) await this.write(Buffer.concat(held));
   }
 
-  async write(buf: Buffer): Promise<void> {
+  /** Delivers (or, before the commit point, holds) bytes; a promise is returned only under backpressure. */
+  write(buf: Buffer): Promise<void> | undefined {
     if (!this.committed) {
       this.hold(buf);
-      return;
+      return undefined;
     }
-    if (this.ended || buf.length === 0) return;
+    if (this.ended || buf.length === 0) return undefined;
     this.bytesDelivered += buf.length;
-    await this.client.sendResponseBody(buf, false);
+    return this.client.sendResponseBody(buf, false);
   }
 
   /** Ends the response (commits first if needed). The last message carries bytes when it can. */

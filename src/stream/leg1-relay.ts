@@ -130,7 +130,10 @@ export class Leg1Relay {
           }
           await this.deliverEvents(ev.raw, [o], out);
         }
-        if (out.length) await h.delivery.write(out.length === 1 ? out[0] : Buffer.concat(out));
+        if (out.length) {
+          const full = h.delivery.write(out.length === 1 ? out[0] : Buffer.concat(out));
+          if (full) await full;
+        }
       }
     } finally {
       reader.fence();

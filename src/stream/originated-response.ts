@@ -13,7 +13,7 @@ import { decidePostCommit, decidePreCommit } from '../recovery/planner';
 import { classifyCase, familyFor } from '../recovery/prefix-builders';
 import { estimateTokens, type Recovered } from '../recovery/token-estimate';
 import { StreamTracker } from '../sse/tracker';
-import { LegOpenError, type LegResponse } from '../upstream/client';
+import { LegAbort, LegOpenError, type LegResponse } from '../upstream/client';
 import { LegReader } from '../upstream/leg-reader';
 import { countRecovered } from '../upstream/tokenizer';
 import type { Logger } from '../obs/logger';
@@ -49,7 +49,7 @@ export class OriginatedResponse {
   private readonly started = Date.now();
   private firstDeltaAt: number | null = null;
   private failedAt = 0;
-  private abort: AbortController | null = null;
+  private abort: LegAbort | null = null;
   private gone = false;
   private upstreamStatus: number | null = null;
   private outcome = 'in-progress';
@@ -144,11 +144,11 @@ export class OriginatedResponse {
   }
 
   private async openLeg(url: string, requestId: string | undefined, body: Buffer): Promise<LegResponse | LegOpenError> {
-    this.abort = new AbortController();
+    this.abort = new LegAbort();
     this.legs++;
     const headers = legRequestHeaders(this.req.clientHeaders, requestId);
     try {
-      return await this.ctx.upstream.open(url + this.req.path, headers, body, this.abort.signal);
+      return await this.ctx.upstream.open(url + this.req.path, headers, body, this.abort);
     } catch (e) {
       if (e instanceof LegOpenError) return e;
       throw e;

@@ -21,6 +21,29 @@ export class LegOpenError extends Error {
   }
 }
 
+/**
+ * Cancels one leg. Not an AbortController on purpose: every request ends by cancelling its last leg, and
+ * an AbortController builds a DOMException (with a stack) and an Event each time (measured per stream in
+ * docs/performance.md); this is a flag and one callback.
+ */
+export class LegAbort {
+  aborted = false;
+  private listener: (() => void) | null = null;
+
+  abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    const l = this.listener;
+    this.listener = null;
+    l?.();
+  }
+
+  /** The one thing to do on abort (the leg's own cancellation). */
+  onAbort(fn: () => void): void {
+    this.listener = fn;
+  }
+}
+
 export class UpstreamClient {
   private readonly agent: Agent;
 
@@ -35,22 +58,18 @@ export class UpstreamClient {
     });
   }
 
-  /** Sends one leg; resolves at its response headers. Aborting `signal` aborts the leg at any point. */
-  open(url: string, headers: Record<string, string>, body: Buffer, signal: AbortSignal): Promise<LegResponse> {
+  /** Sends one leg; resolves at its response headers. `abort.abort()` ends the leg at any point. */
+  open(url: string, headers: Record<string, string>, body: Buffer, abort: LegAbort): Promise<LegResponse> {
     return new Promise((resolve, reject) => {
-      const fail = (e: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(new LegOpenError(classifyOpenError(e, signal), e));
-      };
+      const fail = (e: unknown) => reject(new LegOpenError(classifyOpenError(e, abort), e));
       const handler = new LegDispatchHandler(
-        signal,
+        abort,
         (status, resHeaders, resBody) => resolve({ status, headers: resHeaders, body: resBody }),
         fail,
       );
+      if (abort.aborted) return fail(new LegAbortedError());
       // Before the head the request itself is aborted; after it, the body (the same undici abort).
-      const onAbort = () => handler.body.destroy();
-      signal.addEventListener('abort', onAbort, { once: true });
-      if (signal.aborted) return fail(new LegAbortedError());
+      abort.onAbort(() => handler.body.destroy());
       const u = new URL(url);
       try {
         this.agent.dispatch({ origin: u.origin, path: u.pathname + u.search, method: 'POST', headers, body }, handler);
@@ -65,8 +84,8 @@ export class UpstreamClient {
   }
 }
 
-function classifyOpenError(e: unknown, signal: AbortSignal): LegOpenErrorKind {
-  if (signal.aborted) return 'aborted';
+function classifyOpenError(e: unknown, abort: LegAbort): LegOpenErrorKind {
+  if (abort.aborted) return 'aborted';
   if (e instanceof errors.HeadersTimeoutError) return 'headers-timeout';
   if (e instanceof errors.ConnectTimeoutError) return 'connect';
   const code = (e as { code?: string })?.code;

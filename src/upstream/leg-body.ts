@@ -138,14 +138,14 @@ export class LegDispatchHandler implements Dispatcher.DispatchHandler {
   private started = false;
 
   constructor(
-    private readonly signal: AbortSignal,
+    private readonly cancel: { readonly aborted: boolean },
     private readonly onHead: (status: number, headers: LegHeaders, body: LegBody) => void,
     private readonly onFail: (error: unknown) => void,
   ) {}
 
   onConnect(abort: (err?: Error) => void): void {
     this.body.bindAbort(abort);
-    if (this.signal.aborted) this.body.destroy();
+    if (this.cancel.aborted) this.body.destroy();
   }
 
   onHeaders(statusCode: number, rawHeaders: Buffer[], resume: () => void): boolean {

@@ -2,7 +2,7 @@
 // dispatch handler, pause/resume and aborts are the real ones.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { UpstreamClient, LegOpenError, type LegResponse } from '../../src/upstream/client';
+import { UpstreamClient, LegAbort, LegOpenError, type LegResponse } from '../../src/upstream/client';
 import { LegReader, MAX_PARTIAL_EVENT_BYTES } from '../../src/upstream/leg-reader';
 
 type Script = (req: http.IncomingMessage, res: http.ServerResponse) => void;
@@ -27,8 +27,8 @@ afterAll(async () => {
   await new Promise((r) => server.close(r));
 });
 
-function open(signal = new AbortController().signal): Promise<LegResponse> {
-  return client.open(`${base}/v1/chat/completions`, { 'content-type': 'application/json' }, Buffer.from('{}'), signal);
+function open(abort = new LegAbort()): Promise<LegResponse> {
+  return client.open(`${base}/v1/chat/completions`, { 'content-type': 'application/json' }, Buffer.from('{}'), abort);
 }
 
 const sse = (res: http.ServerResponse) => {
@@ -154,8 +154,8 @@ describe('LegReader', () => {
 
   it('an abort before the response head rejects with a stable code', async () => {
     script = () => undefined; // never answers
-    const ac = new AbortController();
-    const pending = open(ac.signal);
+    const ac = new LegAbort();
+    const pending = open(ac);
     setTimeout(() => ac.abort(), 30);
     const err = await pending.catch((e: unknown) => e);
     expect(err).toBeInstanceOf(LegOpenError);
