@@ -58,6 +58,8 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
   const server = new grpc.Server({
     'grpc.max_receive_message_length': config.maxRequestBodyBytes + GRPC_MESSAGE_SLACK,
     'grpc.max_send_message_length': config.maxRequestBodyBytes + GRPC_MESSAGE_SLACK,
+    // channelz bookkeeping wraps every call (one ext_proc stream per client request) and nothing here reads it.
+    'grpc.enable_channelz': 0,
   });
   server.addService(extProcServiceDefinition(), {
     Process(call: grpc.ServerDuplexStream<any, any>) {

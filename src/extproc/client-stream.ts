@@ -3,7 +3,7 @@
 // proxying), or a locally originated response (StreamedImmediateResponse: headers, then body chunks).
 // Writes after the stream is gone are dropped, never thrown: the client may vanish at any moment.
 import * as grpc from '@grpc/grpc-js';
-import { encodeSirBody } from './encode-body';
+import { encodeSirBody, encodeSirHeaders } from './encode-body';
 import { headerMapToRecord, type ProcessingRequest, type ProcessingResponse } from './proto';
 
 export interface ClientStreamHandler {
@@ -73,9 +73,9 @@ export class ClientStream {
 
   /** Starts the locally originated response (only valid as the answer to request_headers). */
   sendResponseHeaders(status: number, headers: Record<string, string>, endOfStream = false): void {
-    const list = [{ key: ':status', raw_value: Buffer.from(String(status)) }];
-    for (const [key, value] of Object.entries(headers)) list.push({ key, raw_value: Buffer.from(value, 'latin1') });
-    this.write({ streamed_immediate_response: { headers_response: { headers: { headers: list }, end_of_stream: endOfStream } } });
+    const list: Array<[string, Buffer]> = [[':status', Buffer.from(String(status))]];
+    for (const [key, value] of Object.entries(headers)) list.push([key, Buffer.from(value, 'latin1')]);
+    this.write(encodeSirHeaders(list, endOfStream) as unknown as ProcessingResponse);
   }
 
   /**

@@ -24,6 +24,8 @@ export interface LoadSpec {
 }
 
 export interface StreamRecord {
+  /** Wall-clock time (epoch ms, fractional) at which the request was sent: `events` are relative to it. */
+  startEpochMs: number;
   status: number;
   /** ms from the request start to the response headers / to the first content (or reasoning) delta. */
   ttfbMs: number;
@@ -65,7 +67,7 @@ export function streamError(rec: StreamRecord): string | undefined {
 
 async function oneStream(pool: Pool, spec: LoadSpec, n: number, body: string): Promise<StreamRecord> {
   const t0 = performance.now();
-  const rec: StreamRecord = { status: 0, ttfbMs: -1, ttftMs: -1, totalMs: 0, bytes: 0, events: [], firstDelta: -1, deltas: 0, finish: false, done: false };
+  const rec: StreamRecord = { startEpochMs: performance.timeOrigin + t0, status: 0, ttfbMs: -1, ttftMs: -1, totalMs: 0, bytes: 0, events: [], firstDelta: -1, deltas: 0, finish: false, done: false };
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(new Error('stream timeout')), spec.streamTimeoutMs ?? 120_000);
   try {

@@ -120,6 +120,14 @@ export class TreeMeter {
     this.peak = Math.max(this.peak, rssBytes(pids));
   }
 
+  /** CPU ms used since start(), read now (the level goes on being followed). */
+  cpuSoFar(): number {
+    this.sample();
+    let ticks = 0;
+    for (const [p, t] of this.last) ticks += t - (this.cpu0.get(p) ?? 0);
+    return (ticks * 1000) / clockTicks();
+  }
+
   stop(): { cpuMs: number; idleRss: number; peakRss: number; processes: number } {
     if (this.timer) clearInterval(this.timer);
     this.sample();
