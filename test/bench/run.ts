@@ -12,6 +12,7 @@
 //   --engines 2                BENCH_ENGINES        fake-engine processes behind Envoy's router tier
 //   --configs a,b,c            BENCH_CONFIGS        which configurations to run
 //   --recovery 50              BENCH_RECOVERY       streams in the recovery benchmark (0 = skip)
+//   --idle-streams 1000        BENCH_IDLE_STREAMS   open streams held idle for the memory measurement (0 = skip)
 //   --ramp-ms 1000             BENCH_RAMP_MS        stream starts spread over this long
 //   --pause-ms 1000            BENCH_PAUSE_MS       pause between two runs
 //   --idle-s 3                 BENCH_IDLE_S         idle-CPU window before the first level (0 = skip)
@@ -19,7 +20,7 @@
 //   --cpu-prof                 BENCH_PROFILE=1      run the sidecar under node --cpu-prof and analyse it
 //   --out DIR                  BENCH_OUT            default results/bench-<timestamp>
 //   --no-docs                  BENCH_NO_DOCS=1      do not copy the chart to docs/bench/latest.svg
-import { fork, type ChildProcess } from 'node:child_process';
+import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -27,7 +28,7 @@ import { spawnManaged, startEnvoy, type ManagedChild, type RunningEnvoy } from '
 import { freePorts } from '../../src/stack/ports';
 import { analyseProfile, formatProfile, type ProfileSummary } from './cpuprofile';
 import { streamError, type LoadResult, type LoadSpec, type RunMessage, type StreamRecord } from './generator';
-import { TreeMeter } from './proc';
+import { TreeMeter, processTree, rssBytes } from './proc';
 import { cdfChart, cdfPoints, round, sortedFloat64, summarize, type ChartPanel, type Summary } from './stats';
 
 const ROOT = path.resolve(__dirname, '../../..');
@@ -49,6 +50,7 @@ export interface BenchOptions {
   engines: number;
   configs: ConfigName[];
   recovery: number;
+  idleStreams: number;
   rampMs: number;
   /** Pause between two runs (ms) and the idle-CPU window before the first level (s; 0 = skip). */
   pauseMs: number;
@@ -101,6 +103,17 @@ export interface SteadyWindow {
   sidecarMsPerStream: number;
 }
 
+/** Sidecar memory with N streams open and waiting for their next token (nothing relayed meanwhile). */
+export interface IdleMemory {
+  streams: number;
+  errors: number;
+  rssBeforeMiB: number;
+  rssIdleStreamsMiB: number;
+  kibPerStream: number;
+  /** The sidecar's heap + external memory per idle stream after GC (idle-memory.ts), when it ran. */
+  liveKibPerStream?: number;
+}
+
 export interface RecoverySummary {
   streams: number;
   errors: number;
@@ -119,6 +132,7 @@ export interface BenchResult {
   idle?: { envoyCpuMsPerS: number; sidecarCpuMsPerS: number; sidecarProcesses: number };
   runs: RunSummary[];
   recovery?: RecoverySummary;
+  idleMemory?: IdleMemory;
   profile?: ProfileSummary[];
   targets: Array<{ target: string; value: string; met: boolean | null }>;
   table: string;
@@ -156,6 +170,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     engines: Number(get('engines', 'BENCH_ENGINES', '2')),
     configs,
     recovery: Number(get('recovery', 'BENCH_RECOVERY', '50')),
+    idleStreams: Number(get('idle-streams', 'BENCH_IDLE_STREAMS', '1000')),
     rampMs: Number(get('ramp-ms', 'BENCH_RAMP_MS', '1000')),
     pauseMs: Number(get('pause-ms', 'BENCH_PAUSE_MS', '1000')),
     idleS: Number(get('idle-s', 'BENCH_IDLE_S', '3')),
@@ -362,7 +377,7 @@ function pad(rows: string[][], left = 2): string {
   return [line(rows[0]), rule, ...rows.slice(1).map(line)].join('\n');
 }
 
-export function formatTables(runs: RunSummary[], recovery?: RecoverySummary): string {
+export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idleMemory?: IdleMemory): string {
   const rows: string[][] = [[
     'streams', 'config', 'runs', 'errors', 'chunks', 'gap p50', 'gap p99', 'gap p99.9', 'gap max', 'TTFT p50', 'TTFT p99',
     'Envoy CPU ms/1k', 'sidecar CPU ms/1k', 'engines CPU ms/1k', 'sidecar RSS idle->peak MiB', 'sidecar KiB/stream',
@@ -408,10 +423,18 @@ export function formatTables(runs: RunSummary[], recovery?: RecoverySummary): st
         `crash -> first leg2 delta at the client p50 ${f1(recovery.crashToLeg2.p50)} / p99 ${f1(recovery.crashToLeg2.p99)} / max ${f1(recovery.crashToLeg2.max)} ms`,
     );
   }
+  if (idleMemory) {
+    out.push('');
+    out.push(
+      `idle streams: ${idleMemory.streams} streams open through (c), each waiting for its next token; sidecar RSS ${f1(idleMemory.rssBeforeMiB)} -> ` +
+        `${f1(idleMemory.rssIdleStreamsMiB)} MiB = ${f1(idleMemory.kibPerStream)} KiB per stream (${idleMemory.errors} errors); ` +
+        `live heap + external after GC: ${idleMemory.liveKibPerStream ?? '-'} KiB per stream`,
+    );
+  }
   return out.join('\n');
 }
 
-function evaluateTargets(runs: RunSummary[], answerBodyBytes: number): BenchResult['targets'] {
+function evaluateTargets(runs: RunSummary[], answerBodyBytes: number, idleMemory?: IdleMemory): BenchResult['targets'] {
   const t: BenchResult['targets'] = [];
   const at = (l: number, c: ConfigName) => runs.find((r) => r.level === l && r.config === c);
   const b500 = at(500, 'b');
@@ -430,9 +453,19 @@ function evaluateTargets(runs: RunSummary[], answerBodyBytes: number): BenchResu
     const worst = Math.max(...cs.map((r) => r.cpuPer1kChunks.sidecar));
     const steady = (r: RunSummary) => (r.steady ? ` (relaying alone ${f2(r.steady.cpuPer1kChunks.sidecar)}, + ${f2(r.steady.sidecarMsPerStream)} ms per stream)` : '');
     t.push({ target: 'sidecar CPU <= 25 ms per 1,000 relayed chunks', value: cs.map((r) => `${r.level}: ${f2(r.cpuPer1kChunks.sidecar)}${steady(r)}`).join(', '), met: worst <= 25 });
-    const limit = 64 * 1024 + answerBodyBytes;
-    const worstMem = Math.max(...cs.map((r) => r.sidecarBytesPerStream));
-    t.push({ target: `sidecar memory <= 64 KiB per stream + the request body (${answerBodyBytes} B here)`, value: cs.map((r) => `${r.level}: ${f1(r.sidecarBytesPerStream / 1024)} KiB`).join(', '), met: worstMem <= limit });
+  }
+  const limitKiB = 64 + answerBodyBytes / 1024;
+  const during = cs.length ? `; while relaying (peak RSS, garbage included): ${cs.map((r) => `${r.level}: ${f1(r.sidecarBytesPerStream / 1024)}`).join(', ')} KiB` : '';
+  if (idleMemory) {
+    t.push({
+      target: `sidecar memory <= 64 KiB per idle stream + the request body (${answerBodyBytes} B here)`,
+      value: `${idleMemory.liveKibPerStream ?? '-'} KiB live after GC, ${f1(idleMemory.kibPerStream)} KiB of RSS, with ${idleMemory.streams} idle streams${during}`,
+      // Live memory decides (RSS growth includes garbage not yet collected); without it, RSS does.
+      met: idleMemory.errors === 0 && (idleMemory.liveKibPerStream ?? idleMemory.kibPerStream) <= limitKiB,
+    });
+  } else if (cs.length) {
+    const worst = Math.max(...cs.map((r) => r.sidecarBytesPerStream)) / 1024;
+    t.push({ target: `sidecar memory <= 64 KiB per stream + the request body (${answerBodyBytes} B here)`, value: `no idle-stream run${during}`, met: worst <= limitKiB });
   }
   return t;
 }
@@ -461,6 +494,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
   let gen: Generator | undefined;
   const runs: RunSummary[] = [];
   let recovery: RecoverySummary | undefined;
+  let idleMemory: IdleMemory | undefined;
   let profile: ProfileSummary[] | undefined;
   let idle: BenchResult['idle'];
   try {
@@ -485,6 +519,12 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
       await sleep(o.idleS * 1000);
       idle = { envoyCpuMsPerS: round(idleMeters.envoy.stop().cpuMs / o.idleS, 1), sidecarCpuMsPerS: round(idleMeters.sidecar.stop().cpuMs / o.idleS, 1), sidecarProcesses: idleMeters.sidecar.processes };
       log(`bench: idle CPU ms/s: Envoy ${idle.envoyCpuMsPerS}, sidecar ${idle.sidecarCpuMsPerS} (${idle.sidecarProcesses} processes)`);
+    }
+
+    // Before the load levels: their garbage would leave heap room that idle streams could fill unseen.
+    if (o.idleStreams > 0 && o.configs.includes('c')) {
+      idleMemory = await runIdleMemory(o, generator, g, headers, log);
+      await sleep(o.pauseMs);
     }
 
     for (const level of o.levels) {
@@ -573,8 +613,8 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
     } else log(`bench: no .cpuprofile written in ${profileDir}`);
   }
 
-  const table = formatTables(runs, recovery);
-  const targets = evaluateTargets(runs, requestBodyBytes);
+  const table = formatTables(runs, recovery, idleMemory);
+  const targets = evaluateTargets(runs, requestBodyBytes, idleMemory);
   const result: BenchResult = {
     startedAt,
     options: { ...o, log: undefined } as Omit<BenchOptions, 'log'>,
@@ -583,6 +623,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
     idle,
     runs,
     recovery,
+    idleMemory,
     profile,
     targets,
     table,
@@ -618,6 +659,47 @@ function roundSummary(s: Summary): Summary {
 
 export function formatTargets(targets: BenchResult['targets']): string {
   return targets.map((t) => `- [${t.met === null ? ' ' : t.met ? 'x' : ' '}] ${t.target}: ${t.value}${t.met === false ? ' (MISSED)' : t.met ? ' (met)' : ''}`).join('\n');
+}
+
+/**
+ * Memory per idle stream: N streams through the full stack whose engine sends a token every 2.5 s (two
+ * tokens, then the finish). RSS is read at ramp + 3 s: every stream has had its first token (it is past the
+ * commit point, its headers and first delta delivered) and waits for the second. Each holds its ext_proc
+ * stream, its leg and the gateway's state, but no chunk is in flight: the figure the issue's target means.
+ */
+async function runIdleMemory(o: BenchOptions, generator: Generator, g: Gateway, headers: Record<string, string>, log: (l: string) => void): Promise<IdleMemory> {
+  const meter = new TreeMeter(() => [g.sidecar.pid]);
+  meter.start();
+  const before = meter.idleRss;
+  const run = generator.run({
+    url: g.frontUrl,
+    concurrency: o.idleStreams,
+    durationMs: 1,
+    maxStreams: o.idleStreams,
+    rampMs: o.rampMs,
+    headers: { ...headers, 'x-fake-token-ms': '2500', 'x-fake-answer-tokens': '2,0' },
+  });
+  await sleep(o.rampMs + 3000);
+  const during = rssBytes(processTree(g.sidecar.pid));
+  meter.stop();
+  const res = await run;
+  const errors = errorsOf(res.streams).count;
+  const out: IdleMemory = {
+    streams: o.idleStreams,
+    errors,
+    rssBeforeMiB: round(before / 2 ** 20, 1),
+    rssIdleStreamsMiB: round(during / 2 ** 20, 1),
+    kibPerStream: round((during - before) / 1024 / o.idleStreams, 1),
+  };
+  log(`bench: ${o.idleStreams} idle streams: sidecar RSS ${out.rssBeforeMiB} -> ${out.rssIdleStreamsMiB} MiB, ${out.kibPerStream} KiB per stream, ${errors} errors`);
+  try {
+    const line = execFileSync(process.execPath, ['--expose-gc', path.join(__dirname, 'idle-memory.js'), String(o.idleStreams)], { encoding: 'utf8', timeout: 120_000 });
+    out.liveKibPerStream = (JSON.parse(line.trim().split('\n').pop() ?? '{}') as { sidecarKibPerIdleStream?: number }).sidecarKibPerIdleStream;
+    log(`bench: ${o.idleStreams} idle streams, after GC: the sidecar's heap + external memory is ${out.liveKibPerStream} KiB per stream (idle-memory.js)`);
+  } catch (e) {
+    log(`bench: idle-memory.js failed: ${(e as Error).message}`);
+  }
+  return out;
 }
 
 /**

@@ -1,5 +1,5 @@
 // Keeps `npm run bench` from rotting: the same code path at toy scale (2 levels of a few streams for ~2 s, a
-// recovery run of 3 streams) must produce the table with the three configurations, the JSON and the chart,
+// recovery run of 3 streams, 20 idle streams for the memory figures) must produce the table with the three configurations, the JSON and the chart,
 // without a single stream error. Timings are NOT asserted: this machine's 2 cores are shared with the other
 // suites.
 import * as fs from 'node:fs';
@@ -17,7 +17,7 @@ describe('benchmark smoke (npm run bench at toy scale)', () => {
   beforeAll(async () => {
     out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-smoke-'));
     const o = parseOptions(
-      ['--levels', '10,20', '--duration', '2', '--tps', '50', '--answer', '5,10', '--engines', '1', '--recovery', '3', '--ramp-ms', '200', '--pause-ms', '200', '--idle-s', '0', '--out', out, '--no-docs'],
+      ['--levels', '10,20', '--duration', '2', '--tps', '50', '--answer', '5,10', '--engines', '1', '--recovery', '3', '--idle-streams', '20', '--ramp-ms', '200', '--pause-ms', '200', '--idle-s', '0', '--out', out, '--no-docs'],
       {},
     );
     result = await runBench({ ...o, log: (l) => lines.push(l) });
@@ -55,6 +55,18 @@ describe('benchmark smoke (npm run bench at toy scale)', () => {
     expect(result.recovery).toBeDefined();
     expect(result.recovery?.errors).toBe(0);
     expect(result.recovery?.complete).toBe(3);
+  });
+
+  it('measures memory per idle stream, by RSS and after GC', () => {
+    expect(result.idleMemory?.errors).toBe(0);
+    expect(result.idleMemory?.kibPerStream).toEqual(expect.any(Number));
+    expect(result.idleMemory?.liveKibPerStream).toEqual(expect.any(Number));
+    expect(result.table).toContain('idle streams:');
+  });
+
+  it('splits the sidecar CPU into relaying alone and a per-stream cost when the level has a churn-free window', () => {
+    // 2 s levels with a 200 ms ramp: the window is [1.2 s, 2 s], shorter than a second, so none is taken.
+    expect(result.runs.every((r) => r.steady === undefined)).toBe(true);
   });
 
   it('writes the JSON, the table and the SVG chart', () => {
