@@ -214,6 +214,9 @@ function routerCluster(name: string, tier: UpstreamHost[], connectTimeoutSeconds
   };
 }
 
+/** Streams per HTTP/2 connection to the sidecar: below nghttp2's reset burst of 1000 (see extProcCluster). */
+export const EXT_PROC_STREAMS_PER_CONNECTION = 500;
+
 /** The ext_proc cluster: the sidecar's gRPC server. */
 function extProcCluster(o: EnvoyConfigOptions): object {
   const allIp = isIp(o.extProcHost);
@@ -226,6 +229,13 @@ function extProcCluster(o: EnvoyConfigOptions): object {
     typed_extension_protocol_options: {
       [HTTP_OPTIONS_KEY]: {
         '@type': T.httpOptions,
+        // Envoy ends every ext_proc stream with a RST_STREAM (ext_proc's close() half-closes, then resets).
+        // The sidecar's HTTP/2 server (nghttp2 in Node) rate-limits received resets as a "rapid reset" defence:
+        // 1000 at once, then 33 a second; past that it sends GOAWAY and ends the connection, and the streams
+        // Envoy was opening on it fail with a 500 (seen at ~300 requests/s: docs/envoy.md (h)). A connection
+        // that carries fewer streams than that burst can never trip it: Envoy drains it after 500 streams
+        // (the streams on it finish normally) and opens a new one.
+        common_http_protocol_options: { max_requests_per_connection: EXT_PROC_STREAMS_PER_CONNECTION },
         explicit_http_config: { http2_protocol_options: {} },
       },
     },

@@ -7,6 +7,7 @@ import { ensureEnvoy } from '../../src/stack/envoy-binary';
 import {
   DEMO_CONFIG_FILES,
   DEMO_ENVOY_OPTIONS,
+  EXT_PROC_STREAMS_PER_CONNECTION,
   renderEnvoyConfig,
   renderEnvoyConfigJson,
   repoRoot,
@@ -228,5 +229,14 @@ describe('renderEnvoyConfig content', () => {
     expect(() => renderEnvoyConfig({ ...base, egressPort: base.listenPort })).toThrow(/distinct/);
     expect(() => renderEnvoyConfig({ ...base, continuationEgressPort: 18002 })).toThrow(/continuationTier/);
     expect(() => renderEnvoyConfig({ ...base, maxStallSeconds: 0 })).toThrow(/maxStallSeconds/);
+  });
+});
+
+describe('ext_proc connections stay below the sidecar\'s reset burst', () => {
+  it('caps streams per connection to the sidecar below nghttp2\'s 1000 received resets', () => {
+    const cluster = (renderEnvoyConfig(DEMO_ENVOY_OPTIONS) as any).static_resources.clusters.find((c: any) => c.name === 'ext_proc');
+    const opts = cluster.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'];
+    expect(opts.common_http_protocol_options.max_requests_per_connection).toBe(EXT_PROC_STREAMS_PER_CONNECTION);
+    expect(EXT_PROC_STREAMS_PER_CONNECTION).toBeLessThan(1000);
   });
 });
