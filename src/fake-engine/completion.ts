@@ -26,7 +26,7 @@ export function sendCompletion(ex: Exchange, s: StreamSettings): void {
   const n = s.plan.deltas.length;
   const whole = () => completionBody(s.ctx, summarize(s, n, s.plan.finish));
   // Generation time is simulated so that timeouts in front of the engine behave as with a stream.
-  let delay = (f?.kind === 'slow' ? (f.ms ?? 0) : 0) + s.intervalMs * n;
+  let delay = (f?.kind === 'slow' ? (f.ms ?? 0) : 0) + s.intervalMs * Math.ceil(n / s.burst);
   if (f?.kind === 'stall') {
     if (f.ms === undefined) return; // never answers
     delay += f.ms; // a stall that resumes is just a slower answer

@@ -19,6 +19,7 @@ export interface SeenRequest {
 
 export class Exchange {
   private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly drainWaits = new Set<() => void>();
   private selfClosed = false;
   private closedFlag = false;
   private readonly closeListeners: (() => void)[] = [];
@@ -52,6 +53,17 @@ export class Exchange {
       if (!this.closed) fn();
     }, ms);
     this.timers.add(t);
+  }
+
+  /** Runs fn once the response's write buffer is below its high-water mark again (at once if it is). */
+  whenDrained(fn: () => void): void {
+    if (!this.res.writableNeedDrain) return fn();
+    const onDrain = () => {
+      this.drainWaits.delete(onDrain);
+      if (!this.closed) fn();
+    };
+    this.drainWaits.add(onDrain);
+    this.res.once('drain', onDrain);
   }
 
   write(text: string): void {
@@ -89,5 +101,7 @@ export class Exchange {
   dispose(): void {
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
+    for (const d of this.drainWaits) this.res.off('drain', d);
+    this.drainWaits.clear();
   }
 }

@@ -8,7 +8,7 @@ import { Exchange, SeenRequest } from './exchange';
 import { Fault, takeFault } from './faults';
 import { planRequest } from './plan';
 import { PrefixFamily } from './prefix-parse';
-import { StreamRun } from './stream';
+import { parseBurst, StreamRun } from './stream';
 import { tokenId, tokenize, promptTokens } from './tokens';
 
 export type { Dialect } from './dialect';
@@ -102,6 +102,8 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     const planned = planRequest(body, h, dialect, family);
     if (!planned.ok) return bad(ex, planned.message);
 
+    const burst = parseBurst(h['x-fake-burst']);
+    if (burst === undefined) return bad(ex, 'fake-engine: x-fake-burst must be an integer >= 1');
     const ms = Number(h['x-fake-token-ms']);
     const settings = {
       ctx: {
@@ -113,6 +115,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       plan: planned.plan,
       fault,
       intervalMs: h['x-fake-token-ms'] !== undefined && Number.isFinite(ms) && ms >= 0 ? ms : (opts.tokenIntervalMs ?? 2),
+      burst,
       includeUsage: body.stream_options?.include_usage === true,
     };
     if (body.stream === true) new StreamRun(ex, settings).start();

@@ -1,6 +1,10 @@
-// Writes one streamed chat completion as SSE, token by token on a timer, and injects the scripted fault
-// at its token index. Index i means "i token chunks already written"; an index past the end fires just
-// before the finish chunk, so `crash@1000` still crashes a short answer.
+// Writes one streamed chat completion as SSE, `burst` token chunks per step on a timer, and injects the
+// scripted fault at its token index. Index i means "i token chunks already written"; an index past the end
+// fires just before the finish chunk, so `crash@1000` still crashes a short answer. A fault inside a burst
+// still fires at its exact index: the burst ends there and the fault opens the next step.
+//
+// Like a real engine (uvicorn awaits its socket), the next step waits for 'drain' when the socket's write
+// buffer is full: a client that stops reading stops the generation instead of growing our buffers.
 import { ChunkContext, finishChunk, roleChunk, tokenChunk, usageChunk } from './dialect';
 import { Exchange } from './exchange';
 import { Fault } from './faults';
@@ -15,7 +19,15 @@ export interface StreamSettings {
   plan: Plan;
   fault?: Fault;
   intervalMs: number;
+  /** Token chunks written per step (x-fake-burst), >= 1. */
+  burst: number;
   includeUsage: boolean;
+}
+
+/** x-fake-burst: an integer >= 1 (default 1); undefined for anything else (the caller answers 400). */
+export function parseBurst(header: string | undefined): number | undefined {
+  if (header === undefined) return 1;
+  return /^\s*\d+\s*$/.test(header) && Number(header) >= 1 ? Number(header) : undefined;
 }
 
 export class StreamRun {
@@ -46,18 +58,21 @@ export class StreamRun {
   private step(): void {
     const { plan, fault } = this.s;
     const n = plan.deltas.length;
-    if (fault && !this.faultDone && this.index === Math.min(fault.at, n) && this.atIndexFault(fault)) {
-      this.faultDone = true;
-      if (!this.applyFault(fault)) return;
-    }
-    if (this.index < n) {
+    for (let written = 0; written < this.s.burst; written++) {
+      if (this.ex.closed) return;
+      if (fault && !this.faultDone && this.index === Math.min(fault.at, n) && this.atIndexFault(fault)) {
+        // A fault opens a step of its own, as with a burst of 1: the chunks before it must have left first
+        // (Node corks a response's writes until the next tick; a reset now would discard them).
+        if (written > 0) break;
+        this.faultDone = true;
+        if (!this.applyFault(fault)) return;
+      }
+      if (this.index >= n) return this.finish();
       this.event(tokenChunk(this.s.ctx, plan.deltas[this.index]));
       this.index++;
       this.ex.record.tokensSent = this.index;
-      this.ex.later(this.s.intervalMs, () => this.step());
-      return;
     }
-    this.finish();
+    this.ex.whenDrained(() => this.ex.later(this.s.intervalMs, () => this.step()));
   }
 
   private atIndexFault(f: Fault): boolean {
