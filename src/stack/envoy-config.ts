@@ -232,7 +232,7 @@ function extProcCluster(o: EnvoyConfigOptions): object {
         // Envoy ends every ext_proc stream with a RST_STREAM (ext_proc's close() half-closes, then resets).
         // The sidecar's HTTP/2 server (nghttp2 in Node) rate-limits received resets as a "rapid reset" defence:
         // 1000 at once, then 33 a second; past that it sends GOAWAY and ends the connection, and the streams
-        // Envoy was opening on it fail with a 500 (seen at ~300 requests/s: docs/envoy.md (h)). A connection
+        // Envoy was opening on it fail with a 500 (seen at ~300 requests/s: docs/envoy.md (f)). A connection
         // that carries fewer streams than that burst can never trip it: Envoy drains it after 500 streams
         // (the streams on it finish normally) and opens a new one.
         common_http_protocol_options: { max_requests_per_connection: EXT_PROC_STREAMS_PER_CONNECTION },

@@ -2,7 +2,7 @@
 // and the sidecar's HTTP/2 server (nghttp2, inside Node) treats a connection that sends more than 1000 of
 // them at once (then 33 a second) as a "rapid reset" attack: GOAWAY, connection closed, and the streams Envoy
 // was opening on it fail with a 500. Seen at ~300 requests/s before the ext_proc cluster capped its
-// connections at EXT_PROC_STREAMS_PER_CONNECTION streams (docs/envoy.md (h)).
+// connections at EXT_PROC_STREAMS_PER_CONNECTION streams (docs/envoy.md (f)).
 import http2 from 'node:http2';
 import { Pool } from 'undici';
 import { EXT_PROC_STREAMS_PER_CONNECTION } from '../../src/stack/envoy-config';
