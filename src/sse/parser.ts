@@ -43,11 +43,21 @@ export class SseParser {
     const buf = this.buf;
     let lineStart = this.scanFrom;
     let i = this.scanFrom;
+    // Engines end lines with LF: then the next line break is found natively (memchr), not byte by byte.
+    const lfOnly = buf.indexOf(CR, i) === -1;
     while (i < buf.length) {
-      const b = buf[i];
-      if (b !== LF && b !== CR) {
-        i++;
-        continue;
+      let b: number;
+      if (lfOnly) {
+        const lf = buf.indexOf(LF, i);
+        if (lf === -1) break;
+        i = lf;
+        b = LF;
+      } else {
+        b = buf[i];
+        if (b !== LF && b !== CR) {
+          i++;
+          continue;
+        }
       }
       let next = i + 1;
       if (b === CR) {

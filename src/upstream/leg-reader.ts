@@ -72,7 +72,8 @@ export class LegReader implements LegBodySink {
         for (const c of chunks) {
           this.bytes += c.length;
           const got = this.parser.push(c);
-          events = events.length ? events.concat(got) : got;
+          if (events.length === 0) events = got;
+          else for (const e of got) events.push(e);
         }
         if (events.length) return { type: 'events', events };
         // An "event" that never ends is not SSE: bounded memory, treated like a broken connection.
