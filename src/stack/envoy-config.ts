@@ -229,12 +229,13 @@ function extProcCluster(o: EnvoyConfigOptions): object {
     typed_extension_protocol_options: {
       [HTTP_OPTIONS_KEY]: {
         '@type': T.httpOptions,
-        // Envoy ends every ext_proc stream with a RST_STREAM (ext_proc's close() half-closes, then resets).
-        // The sidecar's HTTP/2 server (nghttp2 in Node) rate-limits received resets as a "rapid reset" defence:
-        // 1000 at once, then 33 a second; past that it sends GOAWAY and ends the connection, and the streams
-        // Envoy was opening on it fail with a 500 (seen at ~300 requests/s: docs/envoy.md (f)). A connection
-        // that carries fewer streams than that burst can never trip it: Envoy drains it after 500 streams
-        // (the streams on it finish normally) and opens a new one.
+        // Without the graceful-close runtime flag (set in our bootstraps, see layered_runtime; not in Istio's),
+        // Envoy ends every ext_proc stream with a RST_STREAM (ext_proc's close() half-closes, then resets). The
+        // sidecar's HTTP/2 server (nghttp2 in Node) rate-limits received resets as a "rapid reset" defence: 1000
+        // at once, then 33 a second; past that it sends GOAWAY and ends the connection, and the streams Envoy
+        // was opening on it fail with a 500 (seen at ~300 requests/s: docs/envoy.md (f)). A connection that
+        // carries fewer streams than that burst can never trip it: Envoy drains it after 500 streams (the
+        // streams on it finish normally) and opens a new one.
         common_http_protocol_options: { max_requests_per_connection: EXT_PROC_STREAMS_PER_CONNECTION },
         explicit_http_config: { http2_protocol_options: {} },
       },
@@ -506,6 +507,12 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
     // Admin on loopback only: it can stop Envoy and dump config.
     admin: { address: socketAddress('127.0.0.1', o.adminPort) },
     static_resources: { listeners, clusters },
+    // ext_proc ends its gRPC side stream with a half-close and waits (up to 1 s) for the sidecar's own close,
+    // instead of a RST_STREAM per request: no "rapid reset" counting at the sidecar's HTTP/2 server (see
+    // extProcCluster) and no stream error built per request there (docs/envoy.md (f)). Off by default in 1.40.
+    layered_runtime: {
+      layers: [{ name: 'static', static_layer: { 'envoy.reloadable_features.ext_proc_graceful_grpc_close': true } }],
+    },
     // A global cap on downstream connections protects the process from running out of file descriptors (and
     // silences Envoy's startup warning about the missing limit). Generous: each client stream is one
     // connection at most, plus one upstream connection per leg.

@@ -240,3 +240,11 @@ describe('ext_proc connections stay below the sidecar\'s reset burst', () => {
     expect(EXT_PROC_STREAMS_PER_CONNECTION).toBeLessThan(1000);
   });
 });
+
+describe('ext_proc closes its side stream gracefully', () => {
+  it('sets the graceful-close runtime flag, so Envoy half-closes instead of resetting every ext_proc stream', () => {
+    const cfg = renderEnvoyConfig(DEMO_ENVOY_OPTIONS) as any;
+    const layer = cfg.layered_runtime.layers.find((l: any) => l.static_layer)?.static_layer;
+    expect(layer['envoy.reloadable_features.ext_proc_graceful_grpc_close']).toBe(true);
+  });
+});
