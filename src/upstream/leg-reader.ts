@@ -65,12 +65,8 @@ export class LegReader implements LegBodySink {
     for (;;) {
       if (this.fenced) return { type: 'end' };
       if (this.queue.length) {
-        const chunks = this.queue;
-        this.queue = [];
-        this.body.resume();
         let events: SseEvent[] = [];
-        for (const c of chunks) {
-          this.bytes += c.length;
+        for (const c of this.takeQueued()) {
           const got = this.parser.push(c);
           if (events.length === 0) events = got;
           else for (const e of got) events.push(e);
@@ -91,16 +87,22 @@ export class LegReader implements LegBodySink {
     for (;;) {
       if (this.fenced) return { type: 'end' };
       if (this.queue.length) {
-        const chunks = this.queue;
-        this.queue = [];
-        this.body.resume();
-        for (const c of chunks) this.bytes += c.length;
+        const chunks = this.takeQueued();
         return { type: 'bytes', bytes: chunks.length === 1 ? chunks[0] : Buffer.concat(chunks) };
       }
       if (this.failure) return { type: 'reset', error: this.failure.error };
       if (this.ended) return { type: 'end' };
       await this.waitForChunk(0);
     }
+  }
+
+  /** Hands over the queued chunks (counted) and lets the upstream socket flow again. */
+  private takeQueued(): Buffer[] {
+    const chunks = this.queue;
+    this.queue = [];
+    this.body.resume();
+    for (const c of chunks) this.bytes += c.length;
+    return chunks;
   }
 
   /** Resolves true when timeoutMs passed with nothing new, false as soon as something arrived. */
