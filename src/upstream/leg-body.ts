@@ -41,10 +41,6 @@ export class LegBody {
     this.resumeSocket = resume;
   }
 
-  get ended(): boolean {
-    return this.state !== 'open';
-  }
-
   /** Called by the handler; returns false to pause the socket. */
   push(chunk: Buffer): boolean {
     if (this.destroyed) return false;
