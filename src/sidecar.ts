@@ -13,7 +13,8 @@ import { extProcServiceDefinition } from './extproc/proto';
 import { startAdminServer } from './obs/admin-server';
 import { Metrics } from './obs/metrics';
 import type { Logger } from './obs/logger';
-import { RecoveryBudget } from './recovery/planner';
+import { AdmissionMetrics } from './obs/admission-metrics';
+import { AdmissionAuthority, admissionSettings, type RecoveryAdmission } from './recovery/admission';
 import type { GatewayContext } from './stream/context';
 import { RequestExchange } from './stream/request-exchange';
 import { UpstreamClient } from './upstream/client';
@@ -40,17 +41,31 @@ const GRPC_MESSAGE_SLACK = 1024 * 1024;
 export interface SidecarOptions {
   /** Serve the admin HTTP server (default true). Cluster workers leave it to the primary. */
   admin?: boolean;
+  /**
+   * Recovery admission from elsewhere (a cluster worker asks the primary); by default this process is its
+   * own authority, with its metrics in its registry.
+   */
+  admission?: (streams: { active: number }) => RecoveryAdmission;
 }
 
 export async function startSidecar(config: GatewayConfig, log: Logger, opts: SidecarOptions = {}): Promise<Sidecar> {
-  const budget = new RecoveryBudget(config.recoveryMaxConcurrent, config.recoveryBudgetPercent);
+  const streams = { active: 0 };
   const drainState = { draining: false };
+  const metrics = new Metrics(() => ({ activeStreams: streams.active }), () => drainState.draining);
+  let admission: RecoveryAdmission;
+  if (opts.admission) admission = opts.admission(streams);
+  else {
+    let authority: AdmissionAuthority | undefined = undefined;
+    authority = new AdmissionAuthority(admissionSettings(config), () => streams.active, new AdmissionMetrics(metrics.registry, log, () => authority));
+    admission = authority;
+  }
   const ctx: GatewayContext = {
     config,
     log,
     upstream: new UpstreamClient({ connectTimeoutMs: config.connectTimeoutMs, headersTimeoutMs: config.upstreamHeadersTimeoutMs }),
-    budget,
-    metrics: new Metrics(() => budget, () => drainState.draining),
+    admission,
+    streams,
+    metrics,
     drain: drainState,
     inFlight: new Set(),
   };
@@ -120,16 +135,16 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
         drainState.draining = true;
         health.setAll('NOT_SERVING');
         const started = Date.now();
-        log.info({ decision: 'DRAIN', active_streams: budget.activeStreams, timeout_ms: timeoutMs }, 'draining: new requests are passed through');
-        while (budget.activeStreams > 0 && Date.now() - started < timeoutMs) await new Promise((r) => setTimeout(r, 25));
-        const left = budget.activeStreams;
+        log.info({ decision: 'DRAIN', active_streams: streams.active, timeout_ms: timeoutMs }, 'draining: new requests are passed through');
+        while (streams.active > 0 && Date.now() - started < timeoutMs) await new Promise((r) => setTimeout(r, 25));
+        const left = streams.active;
         if (left > 0) {
           log.warn({ decision: 'DRAIN_TIMEOUT', active_streams: left }, 'drain deadline reached with streams in flight: ending them with the interruption event');
           // Never a silent cut: each stream ends with the interruption event (or, before its first delta,
           // an error answer), then the server closes.
           for (const r of ctx.inFlight) r.shutdown();
           const until = Date.now() + 2000;
-          while (budget.activeStreams > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
+          while (streams.active > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
         } else log.info({ decision: 'DRAINED', drain_ms: Date.now() - started }, 'drained: closing');
         // Whatever is left (pass-through ext_proc streams, or streams past the deadline) gets a short grace.
         await close(Math.max(1000, timeoutMs - (Date.now() - started)));

@@ -98,6 +98,12 @@ const schema = z.object({
   MAX_ATTEMPTS: num(2, { int: true, min: 1 }),
   RECOVERY_MAX_CONCURRENT: num(64, { int: true, min: 0 }),
   RECOVERY_BUDGET_PERCENT: num(20, { min: 0 }),
+  RECOVERY_MIN_CONCURRENT: num(3, { int: true, min: 0 }),
+  RECOVERY_QUEUE_TIMEOUT_SECONDS: num(30, { min: 0, max: MAX_TIMER_SECONDS }),
+  RECOVERY_BRAKE_FAILURES: num(5, { int: true, min: 0 }),
+  RECOVERY_BRAKE_WINDOW_SECONDS: num(10, { positive: true, max: MAX_TIMER_SECONDS }),
+  RECOVERY_BRAKE_SECONDS: num(5, { positive: true, max: MAX_TIMER_SECONDS }),
+  MAX_RECOVERY_PROMPT_TOKENS: num(0, { int: true, min: 0 }),
   MAX_CONTINUATION_BODY_MB: num(10, { positive: true }),
   MAX_REQUEST_BODY_MB: num(100, { positive: true }),
   CJK_CHARS_PER_TOKEN: num(1.6, { positive: true }),
@@ -135,8 +141,21 @@ export interface GatewayConfig {
   /** 0 = wait for the first delta as long as it takes (a slow prefill is not a failure). */
   readonly firstDeltaTimeoutMs: number;
   readonly maxAttempts: number;
+  /** Re-prefills in flight at once (a recovery leg from its send to its first token), at most ... */
   readonly recoveryMaxConcurrent: number;
+  /** ... and as a percentage of the streams in progress ... */
   readonly recoveryBudgetPercent: number;
+  /** ... but always at least this many (light traffic is never refused). */
+  readonly recoveryMinConcurrent: number;
+  /** How long a recovery waits for a free re-prefill slot before its stream ends explicitly. */
+  readonly recoveryQueueTimeoutMs: number;
+  /** The brake: this many failed recovery legs within the window (and no fewer than succeeded) open it. */
+  readonly recoveryBrakeFailures: number;
+  readonly recoveryBrakeWindowMs: number;
+  /** How long the brake stays open before one probe recovery may go. */
+  readonly recoveryBrakeOpenMs: number;
+  /** Re-prefills larger than this (prompt plus delivered text, in tokens) are not started; 0 = no limit. */
+  readonly maxRecoveryPromptTokens: number;
   readonly maxContinuationBodyBytes: number;
   readonly maxRequestBodyBytes: number;
   readonly cjkCharsPerToken: number;
@@ -195,6 +214,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     maxAttempts: e.MAX_ATTEMPTS,
     recoveryMaxConcurrent: e.RECOVERY_MAX_CONCURRENT,
     recoveryBudgetPercent: e.RECOVERY_BUDGET_PERCENT,
+    recoveryMinConcurrent: e.RECOVERY_MIN_CONCURRENT,
+    recoveryQueueTimeoutMs: e.RECOVERY_QUEUE_TIMEOUT_SECONDS * 1000,
+    recoveryBrakeFailures: e.RECOVERY_BRAKE_FAILURES,
+    recoveryBrakeWindowMs: e.RECOVERY_BRAKE_WINDOW_SECONDS * 1000,
+    recoveryBrakeOpenMs: e.RECOVERY_BRAKE_SECONDS * 1000,
+    maxRecoveryPromptTokens: e.MAX_RECOVERY_PROMPT_TOKENS,
     maxContinuationBodyBytes: Math.floor(e.MAX_CONTINUATION_BODY_MB * MB),
     maxRequestBodyBytes: Math.floor(e.MAX_REQUEST_BODY_MB * MB),
     cjkCharsPerToken: e.CJK_CHARS_PER_TOKEN,

@@ -6,7 +6,6 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 /** What the gauges read at scrape time (RecoveryBudget keeps the live numbers). */
 export interface LiveState {
   readonly activeStreams: number;
-  readonly activeRecoveries: number;
 }
 
 export class Metrics {
@@ -16,7 +15,7 @@ export class Metrics {
   private readonly recoveries: Counter<'kind' | 'outcome'>;
   private readonly legs: Counter;
   private readonly interruptionEvents: Counter<'reason'>;
-  private readonly budgetRejections: Counter<'phase'>;
+  private readonly refusals: Counter<'reason' | 'phase'>;
   private readonly malformed: Counter;
   private readonly overflows: Counter;
   private readonly recoveredTokens: Counter;
@@ -31,14 +30,13 @@ export class Metrics {
     this.recoveries = new Counter({ name: 'gateway_recoveries_total', help: 'Recoveries by kind (retry, continuation) and outcome (started, succeeded, failed).', labelNames: ['kind', 'outcome'], registers });
     this.legs = new Counter({ name: 'gateway_legs_total', help: 'Upstream legs opened (leg1 attempts and continuation legs).', registers });
     this.interruptionEvents = new Counter({ name: 'gateway_interruption_events_total', help: 'Interruption events sent to clients, by reason.', labelNames: ['reason'], registers });
-    this.budgetRejections = new Counter({ name: 'gateway_budget_rejections_total', help: 'Recoveries refused by the recovery budget, by phase.', labelNames: ['phase'], registers });
+    this.refusals = new Counter({ name: 'gateway_recovery_refusals_total', help: 'Recoveries not started, by reason (brake-open, queue-timeout, too-costly) and phase (prefill: a retry, decode: a continuation).', labelNames: ['reason', 'phase'], registers });
     this.malformed = new Counter({ name: 'gateway_malformed_events_total', help: 'Malformed SSE events skipped.', registers });
     this.overflows = new Counter({ name: 'gateway_hold_limit_total', help: 'Held output (tool call, structured output) over MAX_HELD_BYTES, delivered unbuffered.', labelNames: ['what'], registers });
     this.recoveredTokens = new Counter({ name: 'gateway_recovered_tokens_total', help: 'Delivered tokens carried into continuation legs (the recovered prefix).', registers });
     this.firstDelta = new Histogram({ name: 'gateway_time_to_first_delta_seconds', help: 'Request start to the first delta delivered to the client.', buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300], registers });
     this.recoveryLatency = new Histogram({ name: 'gateway_recovery_latency_seconds', help: 'Failure detected to the first byte of the continuation leg.', buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers });
     new Gauge({ name: 'gateway_active_streams', help: 'Originated streams in progress.', registers, collect() { this.set(live?.().activeStreams ?? 0); } });
-    new Gauge({ name: 'gateway_active_recoveries', help: 'Recoveries (retries and continuations) holding a budget slot.', registers, collect() { this.set(live?.().activeRecoveries ?? 0); } });
     new Gauge({ name: 'gateway_draining', help: '1 while the sidecar drains (shutdown), else 0.', registers, collect() { this.set(draining?.() ? 1 : 0); } });
   }
 
@@ -61,8 +59,8 @@ export class Metrics {
     this.interruptionEvents.inc({ reason });
   }
 
-  budgetRejection(phase: 'prefill' | 'decode'): void {
-    this.budgetRejections.inc({ phase });
+  recoveryRefused(reason: string, phase: 'prefill' | 'decode'): void {
+    this.refusals.inc({ reason, phase });
   }
 
   malformedEvent(): void {

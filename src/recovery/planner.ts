@@ -15,13 +15,13 @@ export type FailureKind =
   | 'stall-limit' // silent for MAX_STALL_SECONDS in total
   | 'first-delta-timeout' // FIRST_DELTA_TIMEOUT_SECONDS elapsed without a delta
   | 'headers-timeout' // no response headers within UPSTREAM_HEADERS_TIMEOUT_SECONDS
+  | 'overloaded' // the replica or router answered 503 before any body: nothing was generated
   | 'connect'; // could not reach the egress listener
 
 export interface PreCommitInput {
   failure: FailureKind;
   attempt: number; // 1-based number of the attempt that failed
   maxAttempts: number;
-  recoveryAllowed: boolean; // the global recovery budget has room
 }
 
 export type PreCommitDecision = { action: 'retry' } | { action: 'pass-through'; reason: string };
@@ -29,7 +29,6 @@ export type PreCommitDecision = { action: 'retry' } | { action: 'pass-through'; 
 export function decidePreCommit(i: PreCommitInput): PreCommitDecision {
   if (i.failure === 'connect') return { action: 'pass-through', reason: 'egress-unreachable' };
   if (i.attempt >= i.maxAttempts) return { action: 'pass-through', reason: 'attempts-exhausted' };
-  if (!i.recoveryAllowed) return { action: 'pass-through', reason: 'recovery-budget-exhausted' };
   return { action: 'retry' };
 }
 
@@ -41,7 +40,6 @@ export interface PostCommitInput {
   recoverableText: boolean; // delivered reasoning or content exists
   continuationConfigured: boolean; // CONTINUATION_MODEL set and the request in scope for continuation
   continuationEnabled: boolean; // CONTINUATION_ENABLED
-  recoveryAllowed: boolean;
 }
 
 export type PostCommitDecision = { action: 'continue' } | { action: 'interrupt'; reason: string };
@@ -52,8 +50,16 @@ export function decidePostCommit(i: PostCommitInput): PostCommitDecision {
   if (!i.recoverableText) return { action: 'interrupt', reason: 'nothing-recoverable' };
   if (!i.continuationConfigured) return { action: 'interrupt', reason: 'continuation-unsupported' };
   if (!i.continuationEnabled) return { action: 'interrupt', reason: 'continuation-disabled' };
-  if (!i.recoveryAllowed) return { action: 'interrupt', reason: 'recovery-budget-exhausted' };
   return { action: 'continue' };
+}
+
+/**
+ * The article's "routing based on retry cost": a recovery re-prefills the prompt plus, for a continuation,
+ * the delivered text. Past MAX_RECOVERY_PROMPT_TOKENS (0 = no limit) it is not started: the stream ends
+ * explicitly at once instead of putting a huge prefill on replicas that are already absorbing a crash.
+ */
+export function reprefillTooCostly(promptTokens: number, deliveredTokens: number, maxRecoveryPromptTokens: number): boolean {
+  return maxRecoveryPromptTokens > 0 && promptTokens + deliveredTokens > maxRecoveryPromptTokens;
 }
 
 export interface SilenceInput {
@@ -84,38 +90,4 @@ export function decideOnSilence(i: SilenceInput): SilenceDecision {
   }
   if (i.leg === 1 && i.anyBytes && i.recoverable && i.silentForMs >= i.stallIdleTimeoutMs) return { action: 'fail', failure: 'stall' };
   return { action: 'wait' };
-}
-
-/**
- * The global recovery budget (Envoy's retry-budget idea): at most `maxConcurrent` recoveries at once, and
- * at most `percent` of the streams in flight. A mass failure then becomes bounded extra load, not a flood.
- */
-export class RecoveryBudget {
-  activeStreams = 0;
-  activeRecoveries = 0;
-  rejected = 0;
-
-  constructor(private readonly maxConcurrent: number, private readonly percent: number) {}
-
-  allowed(): number {
-    // The epsilon absorbs binary floating-point error with fractional percents: 2.2% of 1500 streams is
-    // 33.00000000000001 in doubles, and a bare ceil would grant a 34th slot.
-    const share = Math.ceil((this.percent * this.activeStreams) / 100 - 1e-9);
-    return Math.max(0, Math.min(this.maxConcurrent, share));
-  }
-
-  /** Takes a recovery slot; returns a release function, or null (counted) when the budget is spent. */
-  tryAcquire(): (() => void) | null {
-    if (this.activeRecoveries + 1 > this.allowed()) {
-      this.rejected++;
-      return null;
-    }
-    this.activeRecoveries++;
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.activeRecoveries--;
-    };
-  }
 }

@@ -18,13 +18,15 @@ const HOP_BY_HOP = new Set([
 ]);
 
 /** Client request headers -> leg request headers. Pseudo-headers and Envoy-internal ones stay behind. */
-export function legRequestHeaders(client: Record<string, string>, requestId: string | undefined): Record<string, string> {
+export function legRequestHeaders(client: Record<string, string>, requestId: string | undefined, avoidHost?: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(client)) {
-    if (k.startsWith(':') || HOP_BY_HOP.has(k) || k.startsWith('x-envoy-') || k === 'x-request-id') continue;
+    // x-gateway-*: the gateway's own signals to its egress listener (AVOID_HOST_HEADER); a client must not set them.
+    if (k.startsWith(':') || HOP_BY_HOP.has(k) || k.startsWith('x-envoy-') || k.startsWith('x-gateway-') || k === 'x-request-id') continue;
     out[k] = v;
   }
   if (requestId) out['x-request-id'] = requestId;
+  if (avoidHost) out[AVOID_HOST_HEADER] = avoidHost;
   // The gateway parses the leg's bytes as SSE and undici's request() never decompresses: a client's
   // `accept-encoding: gzip` forwarded as is would let a compressing engine or router tier hand us gzip
   // bytes that no event boundary can be found in. Ask for the identity coding explicitly (an absent
@@ -36,13 +38,24 @@ export function legRequestHeaders(client: Record<string, string>, requestId: str
 
 /** The header our egress route adds with Envoy's %RESPONSE_FLAGS% (see envoy/README.md). */
 export const UPSTREAM_FLAGS_HEADER = 'x-gateway-upstream-flags';
+/** The header our egress route adds with Envoy's %UPSTREAM_HOST%: the replica (or router) that served a leg. */
+export const UPSTREAM_HOST_HEADER = 'x-gateway-upstream-host';
+/** Sent on a recovery leg: the host the failed leg was on, which the egress listener's load balancer avoids. */
+export const AVOID_HOST_HEADER = 'x-gateway-avoid-host';
+
+/** The upstream host a leg reported (UPSTREAM_HOST_HEADER), if any. */
+export function upstreamHost(upstream: Record<string, string | string[] | undefined>): string | undefined {
+  const raw = upstream[UPSTREAM_HOST_HEADER];
+  const v = (Array.isArray(raw) ? raw[0] : raw)?.trim();
+  return v && v !== '-' ? v : undefined;
+}
 
 /** Leg response headers -> client response headers. */
 export function clientResponseHeaders(upstream: Record<string, string | string[] | undefined>): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(upstream)) {
     const key = k.toLowerCase();
-    if (v === undefined || HOP_BY_HOP.has(key) || key === UPSTREAM_FLAGS_HEADER || key.startsWith(':')) continue;
+    if (v === undefined || HOP_BY_HOP.has(key) || key.startsWith('x-gateway-') || key.startsWith(':')) continue;
     if (key === 'date' || key === 'server') continue; // Envoy sets its own
     if (key.startsWith('x-envoy-')) continue; // the egress hop's internals, not the client's business
     out[key] = Array.isArray(v) ? v.join(', ') : v;

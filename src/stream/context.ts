@@ -1,15 +1,18 @@
-// What every request shares inside one sidecar process: frozen config, the upstream client, the recovery
-// budget, the logger, the metrics and the drain flag.
+// What every request shares inside one sidecar process: frozen config, the upstream client, recovery
+// admission, the stream count, the logger, the metrics and the drain flag.
 import type { GatewayConfig } from '../config/env';
 import type { Logger } from '../obs/logger';
-import type { RecoveryBudget } from '../recovery/planner';
+import type { RecoveryAdmission } from '../recovery/admission';
 import type { UpstreamClient } from '../upstream/client';
 import type { Metrics } from '../obs/metrics';
 
 export interface GatewayContext {
   readonly config: GatewayConfig;
   readonly upstream: UpstreamClient;
-  readonly budget: RecoveryBudget;
+  /** Re-prefill slots for recovery legs (this process's authority, or the cluster primary's). */
+  readonly admission: RecoveryAdmission;
+  /** Originated streams in progress in this process. */
+  readonly streams: { active: number };
   readonly log: Logger;
   readonly metrics: Metrics;
   /** Set by Sidecar.drain(): new requests are passed through (native proxying). */

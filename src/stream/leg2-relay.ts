@@ -25,6 +25,8 @@ export interface Leg2RelayInput {
   accounting: { legs: number; method: 'tokenize' | 'estimate' };
   isGone: () => boolean;
   onFirstByte: () => void;
+  /** The first generated token (a delta or a finish): the re-prefill is over. */
+  onFirstToken: () => void;
 }
 
 export type Leg2Outcome = { type: 'finished' } | { type: 'failed'; failure: FailureKind; detail?: string } | { type: 'gone' };
@@ -81,6 +83,7 @@ export async function relayLeg2(i: Leg2RelayInput): Promise<Leg2Outcome> {
           continue;
         }
         if (isRoleOnlyChunk(o.json)) continue;
+        if (o.hasDelta || o.finishReason !== null) i.onFirstToken();
         // leg2 always asks for usage (to correct it); the client only gets it if it asked.
         const usageOnly = o.usage && Array.isArray(o.json.choices) && o.json.choices.length === 0;
         if (usageOnly && !i.clientWantsUsage) continue;

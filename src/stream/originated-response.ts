@@ -6,12 +6,14 @@
 // Every upstream leg is fenced when superseded: its request is aborted (the replica frees the slot) and no
 // byte it still sends reaches the client.
 import type { ClientStream } from '../extproc/client-stream';
-import { clientResponseHeaders, isResetBeforeHeaders, isRouterTierUnreachable, legRequestHeaders } from '../request/forward-headers';
+import { clientErrorBody, clientErrorHeaders, type ClientErrorCode } from '../errors';
+import { clientResponseHeaders, isResetBeforeHeaders, isRouterTierUnreachable, legRequestHeaders, upstreamHost } from '../request/forward-headers';
+import type { ReprefillResult, ReprefillSlot, RefusalReason } from '../recovery/admission';
 import { planContinuationRequest } from '../recovery/continuation-request';
 import { interruptionEvent, DONE_EVENT } from '../recovery/interruption';
-import { decidePostCommit, decidePreCommit } from '../recovery/planner';
+import { decidePostCommit, decidePreCommit, reprefillTooCostly, type FailureKind } from '../recovery/planner';
 import { classifyCase, familyFor } from '../recovery/prefix-builders';
-import { estimateTokens, type Recovered } from '../recovery/token-estimate';
+import { estimateTokens, promptText, type Recovered } from '../recovery/token-estimate';
 import { StreamTracker } from '../sse/tracker';
 import { LegAbort, LegOpenError, type LegResponse } from '../upstream/client';
 import { LegReader } from '../upstream/leg-reader';
@@ -34,6 +36,10 @@ export interface InScopeRequest {
 }
 
 export type Phase = 'prefill' | 'decode' | 'done' | 'interrupted';
+
+/** Sent to a committed stream while its recovery waits for a re-prefill slot (an SSE comment). */
+const RECOVERY_WAIT_COMMENT = Buffer.from(': waiting for recovery capacity\n\n');
+const KEEPALIVE_MS = 5000;
 
 
 export class OriginatedResponse {
@@ -64,11 +70,18 @@ export class OriginatedResponse {
   }
 
   private shuttingDown = false;
+  /** The re-prefill slot of the recovery leg in flight (a retry or the continuation), until its first token. */
+  private slot: ReprefillSlot | null = null;
+  /** Gives up waiting for a slot (client gone, shutdown). */
+  private cancelWait: (() => void) | null = null;
+  /** The host that served the last leg (from the egress listener), which a recovery leg asks to avoid. */
+  private lastHost: string | undefined;
 
   /** Drain deadline: abort the current leg; the failure path then ends the stream explicitly. */
   shutdown(): void {
     if (this.gone || this.shuttingDown) return;
     this.shuttingDown = true;
+    this.cancelWait?.();
     this.abort?.abort();
   }
 
@@ -76,13 +89,14 @@ export class OriginatedResponse {
   clientGone(reason: string): void {
     if (this.gone || this.phase === 'done' || this.phase === 'interrupted') return;
     this.gone = true;
+    this.cancelWait?.();
     this.abort?.abort();
     this.setOutcome('client-disconnected', reason);
   }
 
   async run(): Promise<void> {
-    const budget = this.ctx.budget;
-    budget.activeStreams++;
+    const streams = this.ctx.streams;
+    streams.active++;
     this.ctx.inFlight.add(this);
     try {
       await this.runLeg1Attempts();
@@ -93,10 +107,11 @@ export class OriginatedResponse {
       this.setOutcome('error', 'gateway-internal-error');
       await this.interrupt('gateway-internal-error').catch(() => this.delivery.reset('gateway-internal-error'));
     } finally {
-      budget.activeStreams--;
+      streams.active--;
       this.ctx.inFlight.delete(this);
       this.ctx.metrics.requestEnded({ legs: this.legs, recoveredTokens: this.recovered?.totalRecovered ?? 0, retried: this.attempt > 1, firstDeltaSent: this.firstDeltaAt !== null });
-      this.releaseSlot?.();
+      this.cancelWait?.();
+      this.settleSlot('neutral');
       this.abort?.abort();
       this.logEnd();
     }
@@ -107,48 +122,80 @@ export class OriginatedResponse {
       this.attempt++;
       this.logTransition('ATTEMPT', { leg: 1 });
       const out = await this.runLeg1Attempt();
+      this.settleSlot(out.type === 'failed' && !this.gone && !this.shuttingDown ? 'failed' : 'neutral');
       if (out.type === 'gone' || this.gone) return;
       if (out.type === 'finished') return this.setOutcome(this.attempt > 1 ? 'completed-after-retry' : 'completed');
       if (out.type === 'responded') return this.setOutcome('passed-through-status');
       if (this.shuttingDown) return await this.endForShutdown();
       if (this.delivery.committed) return await this.onPostCommitFailure(out);
       this.ctx.metrics.interruption(out.failure, 'prefill');
-      let d = decidePreCommit({ failure: out.failure, attempt: this.attempt, maxAttempts: this.ctx.config.maxAttempts, recoveryAllowed: true });
-      // The budget is asked only when a retry is otherwise allowed, and one slot covers every retry of
-      // this request (released when the request ends).
-      if (d.action === 'retry' && !this.takeRecoverySlot()) d = { action: 'pass-through', reason: 'recovery-budget-exhausted' };
-      if (d.action === 'retry') {
-        this.ctx.metrics.recovery('retry', 'started');
-        this.logTransition('RETRY', { failure: out.failure, detail: out.detail });
-        this.delivery.discardAttempt();
-        this.tracker = new StreamTracker();
-        continue;
-      }
-      return await this.passFailureThrough(out, d.reason);
+      const d = decidePreCommit({ failure: out.failure, attempt: this.attempt, maxAttempts: this.ctx.config.maxAttempts });
+      if (d.action === 'pass-through') return await this.passFailureThrough(out, d.reason);
+      // A retry re-prefills the prompt: it waits for a slot like any recovery.
+      const promptTokens = estimateTokens(promptText(this.req.payload), this.ctx.config.cjkCharsPerToken, this.ctx.config.otherCharsPerToken);
+      const refused = await this.admitRecovery(promptTokens, 0);
+      if (this.gone) return;
+      if (this.shuttingDown) return await this.endForShutdown();
+      if (refused) return await this.passFailureThrough(out, `recovery-${refused.reason}`, refused.retryAfterMs);
+      this.ctx.metrics.recovery('retry', 'started');
+      this.logTransition('RETRY', { failure: out.failure, detail: out.detail });
+      this.delivery.discardAttempt();
+      this.tracker = new StreamTracker();
     }
   }
 
-  /** One recovery slot per request at most; released in run()'s finally. */
-  private releaseSlot: (() => void) | null = null;
-
-  private takeRecoverySlot(): boolean {
-    if (this.releaseSlot) return true;
-    const release = this.ctx.budget.tryAcquire();
-    if (!release) {
-      this.ctx.metrics.budgetRejection(this.delivery.committed ? 'decode' : 'prefill');
-      this.log.warn({ decision: 'BUDGET_REJECTED', phase: this.phase, active_recoveries: this.ctx.budget.activeRecoveries, active_streams: this.ctx.budget.activeStreams }, 'recovery budget exhausted');
-      return false;
+  /**
+   * Asks for a re-prefill slot (RECOVERY_* settings, src/recovery/admission.ts), waiting for one if needed.
+   * Returns null once the slot is held (this.slot), or why the recovery may not start.
+   */
+  private async admitRecovery(promptTokens: number, deliveredTokens: number): Promise<{ reason: RefusalReason | 'too-costly'; retryAfterMs?: number } | null> {
+    const phase = this.delivery.committed ? 'decode' : 'prefill';
+    const refusedBecause = (reason: RefusalReason | 'too-costly', extra: Record<string, unknown>) => {
+      this.ctx.metrics.recoveryRefused(reason, phase);
+      this.log.warn({ decision: 'RECOVERY_REFUSED', reason, phase, ...extra }, 'recovery not started');
+    };
+    const max = this.ctx.config.maxRecoveryPromptTokens;
+    if (reprefillTooCostly(promptTokens, deliveredTokens, max)) {
+      refusedBecause('too-costly', { reprefill_tokens: promptTokens + deliveredTokens, max_recovery_prompt_tokens: max });
+      return { reason: 'too-costly' };
     }
-    this.releaseSlot = release;
-    return true;
+    const ticket = this.ctx.admission.request();
+    this.cancelWait = ticket.cancel;
+    // While it waits, a committed stream gets SSE comments (ignored by clients) so that nothing between the
+    // client and us takes the silence for a dead connection.
+    const keepalive = this.delivery.committed ? setInterval(() => void this.delivery.write(RECOVERY_WAIT_COMMENT), KEEPALIVE_MS) : undefined;
+    const a = await ticket.result;
+    clearInterval(keepalive);
+    this.cancelWait = null;
+    if (!a.admitted) {
+      if (a.reason !== 'cancelled') refusedBecause(a.reason, { waited_ms: a.waitedMs });
+      return { reason: a.reason, retryAfterMs: a.retryAfterMs };
+    }
+    if (this.gone || this.shuttingDown) {
+      a.slot.settle('neutral');
+      return { reason: 'cancelled' };
+    }
+    this.slot = a.slot;
+    if (a.waitedMs > 0) this.log.info({ decision: 'RECOVERY_ADMITTED', phase, waited_ms: a.waitedMs }, 'recovery admitted after waiting for a re-prefill slot');
+    return null;
+  }
+
+  /** The recovery leg in flight reached its first token ('ok'), failed before it, or was cancelled. */
+  private settleSlot(result: ReprefillResult): void {
+    const slot = this.slot;
+    this.slot = null;
+    slot?.settle(result);
   }
 
   private async openLeg(url: string, requestId: string | undefined, body: Buffer): Promise<LegResponse | LegOpenError> {
     this.abort = new LegAbort();
     this.legs++;
-    const headers = legRequestHeaders(this.req.clientHeaders, requestId);
+    // A recovery leg asks the egress listener to avoid the host the failed leg was on (docs/envoy.md (g)).
+    const headers = legRequestHeaders(this.req.clientHeaders, requestId, this.legs > 1 ? this.lastHost : undefined);
     try {
-      return await this.ctx.upstream.open(url + this.req.path, headers, body, this.abort);
+      const res = await this.ctx.upstream.open(url + this.req.path, headers, body, this.abort);
+      this.lastHost = upstreamHost(res.headers) ?? this.lastHost;
+      return res;
     } catch (e) {
       if (e instanceof LegOpenError) return e;
       throw e;
@@ -185,11 +232,18 @@ export class OriginatedResponse {
         res.body.destroy();
         return await this.routerUnreachable(`router-tier-unreachable:${String(res.headers['x-gateway-upstream-flags'])}`);
       }
-      if (isResetBeforeHeaders(res.headers)) {
+      if (isResetBeforeHeaders(res.headers) || res.status === 503) {
+        // Nothing was generated: a reset before headers, or a 503 (overloaded, draining). The sidecar re-runs
+        // it (not Envoy's retry policy, which would multiply attempts against a failing pool); if it does
+        // not, the client gets this answer unchanged.
         const body = await res.body.readAll(65536);
-        return { type: 'failed', failure: 'reset', detail: `reset-before-headers:${String(res.headers['x-gateway-upstream-flags'])}`, envoyAnswer: { status: res.status, headers: clientResponseHeaders(res.headers), body } };
+        const reset = isResetBeforeHeaders(res.headers);
+        const failure: FailureKind = reset ? 'reset' : 'overloaded';
+        const detail = reset ? `reset-before-headers:${String(res.headers['x-gateway-upstream-flags'])}` : 'status-503';
+        return { type: 'failed', failure, detail, envoyAnswer: { status: res.status, headers: clientResponseHeaders(res.headers), body } };
       }
       // Anything but an event stream is passed through unchanged (the engine's own 4xx/5xx, say).
+      this.settleSlot(res.status >= 500 || res.status === 429 ? 'failed' : 'ok');
       await relayVerbatim(this.delivery, res, () => this.gone);
       return this.gone ? { type: 'gone' } : { type: 'responded' };
     }
@@ -214,6 +268,7 @@ export class OriginatedResponse {
   }
 
   private async commit(): Promise<void> {
+    this.settleSlot('ok');
     this.phase = 'decode';
     this.firstDeltaAt = Date.now();
     this.ctx.metrics.observeFirstDelta((this.firstDeltaAt - this.started) / 1000);
@@ -223,6 +278,7 @@ export class OriginatedResponse {
 
   /** The answer is complete; the leg ended or went quiet afterwards. Close the stream cleanly. */
   private async endAfterFinish(how: string): Promise<LegOutcome> {
+    this.settleSlot('ok');
     await this.delivery.end(this.tracker.doneSeen ? undefined : DONE_EVENT);
     this.phase = 'done';
     if (how !== 'eof') this.log.info({ how }, 'leg ended after finish_reason');
@@ -231,51 +287,44 @@ export class OriginatedResponse {
 
   private async routerUnreachable(reason: string): Promise<LegOutcome> {
     // Reference behaviour: 429, not 5xx, so front proxies that retry 5xx do not hammer an unreachable tier.
+    this.settleSlot('failed');
     const status = this.ctx.config.unreachableStatus;
-    const body = JSON.stringify({ error: { message: 'The inference router tier is unreachable.', type: 'server_error', code: 'router_unreachable', request_id: this.requestId ?? null } });
+    const body = clientErrorBody({ code: 'router_unreachable', message: 'The inference router tier is unreachable.', requestId: this.requestId, retryable: true, reason });
     this.log.warn({ decision: 'FAILED', reason, status }, 'router tier unreachable');
-    await this.delivery.respond(status, { 'content-type': 'application/json' }, Buffer.from(body));
+    await this.delivery.respond(status, clientErrorHeaders(1000), body);
     this.reason = reason;
     return { type: 'responded' };
   }
 
-  /** Pre-commit failure that will not be retried: the client sees what it would have seen without us. */
-  private async passFailureThrough(out: Extract<LegOutcome, { type: 'failed' }>, reason: string): Promise<void> {
+  /**
+   * Pre-commit failure that will not be retried. Nothing reached the client yet, headers included, so the
+   * give-up is an HTTP error it can act on (JSON body, `retryable`, `Retry-After`), never `200` and then a
+   * reset. The engine's own answers (a 503 it sent, an in-band error event) pass through unchanged.
+   */
+  private async passFailureThrough(out: Extract<LegOutcome, { type: 'failed' }>, reason: string, retryAfterMs = 1000): Promise<void> {
     this.phase = 'interrupted';
     this.setOutcome('failed-before-first-delta', `${out.failure}:${reason}`);
     this.log.warn({ decision: 'PASSTHROUGH_FAILURE', failure: out.failure, detail: out.detail, reason }, 'failure before the first delta passed through');
-    if (this.req.structured) {
+    if (this.req.structured && this.attemptHadHeaders) {
       // Held structured output is never released incomplete: one valid document or the error.
       this.delivery.discardHeldBody();
       await this.delivery.end(interruptionEvent({ requestId: this.requestId, deliveredOutputTokens: 0, reason: `${out.failure}:${reason}`, partialOutput: false }));
       return;
     }
     if (out.envoyAnswer) return await this.delivery.respond(out.envoyAnswer.status, out.envoyAnswer.headers, out.envoyAnswer.body);
-    if (out.heldToolCall) this.delivery.hold(out.heldToolCall);
-    if (!this.attemptHadHeaders) {
-      const status = out.failure === 'headers-timeout' ? 504 : 502;
-      const body = JSON.stringify({ error: { message: `upstream failed before responding (${out.failure})`, type: 'server_error', code: out.failure === 'headers-timeout' ? 'upstream_timeout' : 'upstream_failed', request_id: this.requestId ?? null } });
-      await this.delivery.respond(status, { 'content-type': 'application/json' }, Buffer.from(body));
+    if (this.attemptHadHeaders && (out.failure === 'error-event' || out.failure === 'abort-finish')) {
+      if (out.heldToolCall) this.delivery.hold(out.heldToolCall);
+      await this.delivery.end(Buffer.concat([out.failingEvent ?? Buffer.alloc(0), DONE_EVENT]));
       return;
     }
-    switch (out.failure) {
-      case 'error-event':
-      case 'abort-finish':
-        await this.delivery.end(Buffer.concat([out.failingEvent ?? Buffer.alloc(0), DONE_EVENT]));
-        return;
-      case 'eof':
-        // The answer ended before its first delta and will not be re-run: say so explicitly (nothing of it
-        // was delivered), never a stream that just stops.
-        await this.delivery.end(interruptionEvent({ requestId: this.requestId, deliveredOutputTokens: 0, reason: `eof:${reason}`, partialOutput: false }));
-        return;
-      case 'reset':
-        await this.delivery.commit();
-        this.delivery.reset('upstream reset before the first delta');
-        return;
-      default:
-        // Timeouts without a delta: say so explicitly rather than closing silently.
-        await this.delivery.end(interruptionEvent({ requestId: this.requestId, deliveredOutputTokens: 0, reason: out.failure, partialOutput: false }));
-    }
+    const refused = reason.startsWith('recovery-');
+    const timeout = out.failure === 'headers-timeout' || out.failure === 'first-delta-timeout';
+    const [status, code]: [number, ClientErrorCode] = refused ? [503, 'recovery_unavailable'] : timeout ? [504, 'upstream_timeout'] : [502, 'upstream_failed'];
+    const message = refused
+      ? `The upstream failed before responding (${out.failure}) and the gateway could not re-run the request now (${reason}).`
+      : `The upstream failed before responding (${out.failure}).`;
+    this.delivery.discardAttempt();
+    await this.delivery.respond(status, clientErrorHeaders(retryAfterMs), clientErrorBody({ code, message, requestId: this.requestId, retryable: true, reason: `${out.failure}:${reason}` }));
   }
 
   private async onPostCommitFailure(out: Extract<LegOutcome, { type: 'failed' }>): Promise<void> {
@@ -293,23 +342,17 @@ export class OriginatedResponse {
       recoverableText: t.reasoning !== '' || t.content !== '',
       continuationConfigured: cfg.continuationModel !== undefined,
       continuationEnabled: cfg.continuationEnabled,
-      recoveryAllowed: true,
     };
-    let d = decidePostCommit(input);
-    if (d.action === 'continue' && !this.takeRecoverySlot()) d = decidePostCommit({ ...input, recoveryAllowed: false });
-    if (out.heldToolCall) {
-      this.log.info({ decision: d.action === 'continue' ? 'HELD_TOOL_CALL_DISCARDED' : 'HELD_TOOL_CALL_RELEASED', bytes: out.heldToolCall.length }, 'tool call held at the failure');
-      // Nothing recoverable before the tool call: release what was held (reference), then the contract.
-      if (d.action === 'interrupt') await this.delivery.write(out.heldToolCall);
-    }
+    const d = decidePostCommit(input);
     if (d.action === 'interrupt') {
       if (d.reason === 'continuation-disabled') this.log.info({ decision: 'SKIPPED', reason: d.reason, case: kase }, 'dry run: continuation detected but CONTINUATION_ENABLED=false');
-      return await this.interrupt(d.reason);
+      return await this.interrupt(d.reason, out.heldToolCall);
     }
-    await this.continueFromPrefix();
+    await this.continueFromPrefix(out.heldToolCall);
   }
 
-  private async continueFromPrefix(): Promise<void> {
+  /** `heldToolCall`: an incomplete tool call held back at the failure, dropped if a continuation starts. */
+  private async continueFromPrefix(heldToolCall: Buffer | undefined): Promise<void> {
     const cfg = this.ctx.config;
     const rates = { cjk: cfg.cjkCharsPerToken, other: cfg.otherCharsPerToken };
     const counted = await countRecovered(cfg.tokenizeUrl, this.req.payload, this.tracker.reasoning, this.tracker.content, rates, (why) =>
@@ -321,8 +364,12 @@ export class OriginatedResponse {
     const plan = planContinuationRequest(this.req.payload, this.tracker, { continuationModel: cfg.continuationModel ?? '', engine: cfg.engine, rates, recovered: counted });
     if (plan.kind === 'skip') {
       this.log.info({ decision: 'SKIPPED', reason: plan.reason }, 'no continuation leg');
-      return await this.interrupt(plan.reason);
+      return await this.interrupt(plan.reason, heldToolCall);
     }
+    const refused = await this.admitRecovery(counted.promptTokens, counted.totalRecovered);
+    if (this.gone) return;
+    if (refused) return await this.interrupt(this.shuttingDown ? 'gateway-shutdown' : `recovery-${refused.reason}`, heldToolCall);
+    if (heldToolCall) this.log.info({ decision: 'HELD_TOOL_CALL_DISCARDED', bytes: heldToolCall.length }, 'tool call held at the failure: the continuation starts before it');
     this.recovered = plan.recovered;
     this.logTransition('ATTEMPT', {
       leg: 2,
@@ -334,8 +381,12 @@ export class OriginatedResponse {
     });
     const res = await this.openLeg(cfg.continuationUrl, this.requestId ? `${this.requestId}-c1` : undefined, Buffer.from(JSON.stringify(plan.body)));
     if (this.gone) return;
-    if (res instanceof LegOpenError) return await this.interrupt(`leg2-failed-to-start:${res.kind}`);
+    if (res instanceof LegOpenError) {
+      this.settleSlot(res.kind === 'aborted' ? 'neutral' : 'failed');
+      return await this.interrupt(this.shuttingDown ? 'gateway-shutdown' : `leg2-failed-to-start:${res.kind}`);
+    }
     if (res.status !== 200) {
+      this.settleSlot('failed');
       res.body.destroy();
       return await this.interrupt(`leg2-status-${res.status}`);
     }
@@ -351,7 +402,9 @@ export class OriginatedResponse {
       accounting: { legs: 2, method: this.countMethod },
       isGone: () => this.gone,
       onFirstByte: () => this.ctx.metrics.observeRecoveryLatency((Date.now() - this.failedAt) / 1000),
+      onFirstToken: () => this.settleSlot('ok'),
     });
+    this.settleSlot(out.type === 'failed' && !this.shuttingDown ? 'failed' : 'neutral');
     if (out.type === 'gone') return;
     if (out.type === 'finished') {
       this.phase = 'done';
@@ -360,7 +413,7 @@ export class OriginatedResponse {
       return this.setOutcome('completed-after-continuation');
     }
     this.ctx.metrics.recovery('continuation', 'failed');
-    const d = decidePostCommit({ failure: out.type === 'failed' ? out.failure : 'reset', leg: 2, toolCallDelivered: false, recoverableText: true, continuationConfigured: true, continuationEnabled: true, recoveryAllowed: false });
+    const d = decidePostCommit({ failure: out.type === 'failed' ? out.failure : 'reset', leg: 2, toolCallDelivered: false, recoverableText: true, continuationConfigured: true, continuationEnabled: true });
     await this.interrupt(this.shuttingDown ? 'gateway-shutdown' : d.action === 'interrupt' ? d.reason : 'leg2-failed');
   }
 
@@ -368,13 +421,20 @@ export class OriginatedResponse {
     if (this.delivery.committed) return await this.interrupt('gateway-shutdown');
     this.phase = 'interrupted';
     this.setOutcome('failed-before-first-delta', 'gateway-shutdown');
-    const body = JSON.stringify({ error: { message: 'The gateway is shutting down.', type: 'server_error', code: 'gateway_shutdown', request_id: this.requestId ?? null } });
-    await this.delivery.respond(503, { 'content-type': 'application/json' }, Buffer.from(body));
+    this.delivery.discardAttempt();
+    await this.delivery.respond(503, clientErrorHeaders(1000), clientErrorBody({ code: 'gateway_shutdown', message: 'The gateway is shutting down.', requestId: this.requestId, retryable: true }));
   }
 
-  /** Ends a committed stream with the interruption event: never a silent truncation. */
-  private async interrupt(reason: string): Promise<void> {
+  /**
+   * Ends a committed stream with the interruption event: never a silent truncation. A tool call held back
+   * at the failure is released first (the reference does so when nothing continues it).
+   */
+  private async interrupt(reason: string, heldToolCall?: Buffer): Promise<void> {
     this.abort?.abort();
+    if (heldToolCall) {
+      this.log.info({ decision: 'HELD_TOOL_CALL_RELEASED', bytes: heldToolCall.length }, 'tool call held at the failure');
+      await this.delivery.write(heldToolCall);
+    }
     this.phase = 'interrupted';
     this.setOutcome('interrupted', reason);
     this.ctx.metrics.interruptionEvent(reason);

@@ -50,14 +50,14 @@ describe('ADMIN_PORT and DRAIN_TIMEOUT_SECONDS', () => {
 
 describe('Metrics', () => {
   it('renders Prometheus names, labels and types; each instance has its own registry', async () => {
-    const live = { activeStreams: 3, activeRecoveries: 1 };
+    const live = { activeStreams: 3 };
     const m = new Metrics(() => live);
     m.scope('originated');
     m.scope('passthrough:not-streaming');
     m.interruption('reset', 'decode');
     m.recovery('continuation', 'succeeded');
     m.interruptionEvent('leg2-eof');
-    m.budgetRejection('prefill');
+    m.recoveryRefused('queue-timeout', 'prefill');
     m.observeFirstDelta(0.2);
     m.observeRecoveryLatency(0.05);
     m.requestEnded({ legs: 2, recoveredTokens: 17, retried: true, firstDeltaSent: true });
@@ -68,11 +68,10 @@ describe('Metrics', () => {
     expect(sample(t, 'gateway_recoveries_total{kind="continuation",outcome="succeeded"}')).toBe(1);
     expect(sample(t, 'gateway_recoveries_total{kind="retry",outcome="succeeded"}')).toBe(1);
     expect(sample(t, 'gateway_interruption_events_total{reason="leg2-eof"}')).toBe(1);
-    expect(sample(t, 'gateway_budget_rejections_total{phase="prefill"}')).toBe(1);
+    expect(sample(t, 'gateway_recovery_refusals_total{reason="queue-timeout",phase="prefill"}')).toBe(1);
     expect(sample(t, 'gateway_legs_total')).toBe(2);
     expect(sample(t, 'gateway_recovered_tokens_total')).toBe(17);
     expect(sample(t, 'gateway_active_streams')).toBe(3);
-    expect(sample(t, 'gateway_active_recoveries')).toBe(1);
     expect(sample(t, 'gateway_time_to_first_delta_seconds_count')).toBe(1);
     expect(sample(t, 'gateway_time_to_first_delta_seconds_bucket{le="0.25"}')).toBe(1);
     expect(sample(t, 'gateway_recovery_latency_seconds_sum')).toBeCloseTo(0.05);
@@ -173,7 +172,13 @@ describe('admin server and gRPC health of a sidecar in the real stack', () => {
     expect(sample(t, 'gateway_recovery_latency_seconds_sum')).toBeGreaterThan(0);
     expect(sample(t, 'gateway_time_to_first_delta_seconds_count')).toBeGreaterThanOrEqual(1);
     expect(sample(t, 'gateway_active_streams')).toBe(0);
-    expect(sample(t, 'gateway_active_recoveries')).toBe(0);
+    // Admission: the continuation held a re-prefill slot until its first token, then freed it.
+    expect(sample(t, 'gateway_reprefills_in_flight')).toBe(0);
+    expect(sample(t, 'gateway_reprefills_in_flight_peak')).toBe(1);
+    expect(sample(t, 'gateway_reprefill_limit')).toBe(3);
+    expect(sample(t, 'gateway_recoveries_waiting')).toBe(0);
+    expect(sample(t, 'gateway_recovery_brake_open')).toBe(0);
+    expect(sample(t, 'gateway_recovery_wait_seconds_count{outcome="admitted"}')).toBe(1);
     expect(sample(t, 'gateway_draining')).toBe(0);
     // Out of scope: counted with its reason.
     const p = await fetch(`${stack.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(chatBody({ stream: false })) });

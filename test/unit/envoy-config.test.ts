@@ -145,14 +145,17 @@ describe('renderEnvoyConfig content', () => {
   it('egress: loopback only, no ext_proc, before-headers retries to another host, flags header, no stream killers', () => {
     expect(egress.address.socket_address.address).toBe('127.0.0.1');
     const h = hcm(egress);
-    expect(h.http_filters.map((f: any) => f.name)).toEqual(['envoy.filters.http.router']);
+    expect(h.http_filters.map((f: any) => f.name)).toEqual(['envoy.filters.http.header_to_metadata', 'envoy.filters.http.router']);
+    expect(h.http_filters[0].typed_config.request_rules).toEqual([
+      { header: 'x-gateway-avoid-host', remove: true, on_header_present: { metadata_namespace: 'envoy.lb', key: 'serves_when_avoiding', type: 'STRING' } },
+    ]);
     const r = h.route_config.virtual_hosts[0].routes[0];
     expect(r.route.cluster).toBe('router_tier');
     expect(r.route.timeout).toBe('0s');
     expect(r.route.max_stream_duration).toBeUndefined();
     expect(r.route.retry_policy).toMatchObject({
-      retry_on: 'connect-failure,refused-stream,reset-before-request,retriable-status-codes',
-      retriable_status_codes: [503],
+      // No 503: the sidecar re-runs those under its admission (one engine request per leg).
+      retry_on: 'connect-failure,refused-stream,reset-before-request',
       num_retries: 2,
       host_selection_retry_max_attempts: 3,
     });
@@ -161,7 +164,9 @@ describe('renderEnvoyConfig content', () => {
     expect(r.route.retry_policy.per_try_timeout).toBeUndefined();
     expect(r.request_body_buffer_limit).toBe(16 * 1024 * 1024);
     expect(h.delayed_close_timeout).toBe('0s');
+    expect(r.route.retry_policy.retriable_status_codes).toBeUndefined();
     expect(r.response_headers_to_add[0].header).toEqual({ key: 'x-gateway-upstream-flags', value: '%RESPONSE_FLAGS%' });
+    expect(r.response_headers_to_add[1].header).toEqual({ key: 'x-gateway-upstream-host', value: '%UPSTREAM_METADATA(envoy.lb:replica)%' });
     expect(JSON.stringify(cfg)).not.toContain('per_try_idle_timeout');
   });
 
@@ -196,13 +201,23 @@ describe('renderEnvoyConfig content', () => {
       base_ejection_time: '15s',
       max_ejection_percent: 50,
     });
-    expect(c.circuit_breakers.thresholds[0]).toMatchObject({ max_connections: 10000, max_pending_requests: 10000, max_requests: 10000, max_retries: 3 });
+    // Connection-level failovers off a crashed replica all happen at once: no small cap on them.
+    expect(c.circuit_breakers.thresholds[0]).toMatchObject({ max_connections: 10000, max_pending_requests: 10000, max_requests: 10000, max_retries: 10000 });
+    // One replica: nothing to avoid, no subsets.
+    expect(c.lb_subset_config).toBeUndefined();
+    expect(c.load_assignment.endpoints[0].lb_endpoints[0].metadata).toBeUndefined();
     const dns: any = renderEnvoyConfig({ ...base, routerTier: [{ host: 'localhost', port: 1 }, { host: '10.0.0.1', port: 2 }], routerConnectTimeoutSeconds: 2 });
     const d = cluster(dns, 'router_tier');
     expect(d.type).toBe('STRICT_DNS');
     expect(d.dns_lookup_family).toBe('V4_ONLY');
     expect(d.connect_timeout).toBe('2s');
     expect(d.load_assignment.endpoints[0].lb_endpoints).toHaveLength(2);
+    // Several replicas: each lists the others under envoy.lb, and the subset LB avoids the one a leg names.
+    expect(d.lb_subset_config).toEqual({ fallback_policy: 'ANY_ENDPOINT', list_as_any: true, subset_selectors: [{ keys: ['serves_when_avoiding'] }] });
+    expect(d.load_assignment.endpoints[0].lb_endpoints.map((e: any) => e.metadata.filter_metadata['envoy.lb'])).toEqual([
+      { replica: 'localhost:1', serves_when_avoiding: ['10.0.0.1:2'] },
+      { replica: '10.0.0.1:2', serves_when_avoiding: ['localhost:1'] },
+    ]);
   });
 
   it('continuation split adds a second egress listener and cluster; admin is loopback', () => {

@@ -2,18 +2,18 @@ import {
   decideOnSilence,
   decidePostCommit,
   decidePreCommit,
-  RecoveryBudget,
+  reprefillTooCostly,
   type FailureKind,
   type PostCommitInput,
   type SilenceInput,
 } from '../../src/recovery/planner';
 
-const ALL_FAILURES: FailureKind[] = ['reset', 'eof', 'error-event', 'abort-finish', 'stall', 'stall-limit', 'first-delta-timeout', 'headers-timeout', 'connect'];
+const ALL_FAILURES: FailureKind[] = ['reset', 'eof', 'error-event', 'abort-finish', 'stall', 'stall-limit', 'first-delta-timeout', 'headers-timeout', 'overloaded', 'connect'];
 
 describe('decidePreCommit', () => {
-  const base = { attempt: 1, maxAttempts: 2, recoveryAllowed: true };
+  const base = { attempt: 1, maxAttempts: 2 };
 
-  it('retries every failure except connect while attempts and budget remain', () => {
+  it('retries every failure except connect while attempts remain', () => {
     for (const failure of ALL_FAILURES.filter((f) => f !== 'connect')) {
       expect({ failure, d: decidePreCommit({ ...base, failure }) }).toEqual({ failure, d: { action: 'retry' } });
     }
@@ -30,13 +30,9 @@ describe('decidePreCommit', () => {
     expect(decidePreCommit({ ...base, failure: 'reset', attempt: 2, maxAttempts: 3 })).toEqual({ action: 'retry' });
   });
 
-  it('budget exhausted', () => {
-    expect(decidePreCommit({ ...base, failure: 'eof', recoveryAllowed: false })).toEqual({ action: 'pass-through', reason: 'recovery-budget-exhausted' });
-  });
-
-  it('precedence: connect, then attempts, then budget', () => {
-    expect(decidePreCommit({ failure: 'connect', attempt: 9, maxAttempts: 1, recoveryAllowed: false })).toMatchObject({ reason: 'egress-unreachable' });
-    expect(decidePreCommit({ failure: 'reset', attempt: 9, maxAttempts: 1, recoveryAllowed: false })).toMatchObject({ reason: 'attempts-exhausted' });
+  it('precedence: connect, then attempts', () => {
+    expect(decidePreCommit({ failure: 'connect', attempt: 9, maxAttempts: 1 })).toMatchObject({ reason: 'egress-unreachable' });
+    expect(decidePreCommit({ failure: 'reset', attempt: 9, maxAttempts: 1 })).toMatchObject({ reason: 'attempts-exhausted' });
   });
 });
 
@@ -48,7 +44,6 @@ describe('decidePostCommit', () => {
     recoverableText: true,
     continuationConfigured: true,
     continuationEnabled: true,
-    recoveryAllowed: true,
   };
 
   it('continues a leg1 failure with recoverable text, for every failure kind', () => {
@@ -64,11 +59,10 @@ describe('decidePostCommit', () => {
     expect(decidePostCommit({ ...ok, recoverableText: false })).toEqual({ action: 'interrupt', reason: 'nothing-recoverable' });
     expect(decidePostCommit({ ...ok, continuationConfigured: false })).toEqual({ action: 'interrupt', reason: 'continuation-unsupported' });
     expect(decidePostCommit({ ...ok, continuationEnabled: false })).toEqual({ action: 'interrupt', reason: 'continuation-disabled' });
-    expect(decidePostCommit({ ...ok, recoveryAllowed: false })).toEqual({ action: 'interrupt', reason: 'recovery-budget-exhausted' });
   });
 
-  it('precedence: leg2 > tool call > nothing recoverable > unsupported > disabled > budget', () => {
-    const worst: PostCommitInput = { failure: 'eof', leg: 2, toolCallDelivered: true, recoverableText: false, continuationConfigured: false, continuationEnabled: false, recoveryAllowed: false };
+  it('precedence: leg2 > tool call > nothing recoverable > unsupported > disabled', () => {
+    const worst: PostCommitInput = { failure: 'eof', leg: 2, toolCallDelivered: true, recoverableText: false, continuationConfigured: false, continuationEnabled: false };
     expect(decidePostCommit(worst)).toMatchObject({ reason: 'leg2-eof' });
     expect(decidePostCommit({ ...worst, leg: 1 })).toMatchObject({ reason: 'tool-call-delivered' });
     expect(decidePostCommit({ ...worst, leg: 1, toolCallDelivered: false })).toMatchObject({ reason: 'nothing-recoverable' });
@@ -76,9 +70,9 @@ describe('decidePostCommit', () => {
     expect(decidePostCommit({ ...worst, leg: 1, toolCallDelivered: false, recoverableText: true, continuationConfigured: true })).toMatchObject({
       reason: 'continuation-disabled',
     });
-    expect(
-      decidePostCommit({ ...worst, leg: 1, toolCallDelivered: false, recoverableText: true, continuationConfigured: true, continuationEnabled: true }),
-    ).toMatchObject({ reason: 'recovery-budget-exhausted' });
+    expect(decidePostCommit({ ...worst, leg: 1, toolCallDelivered: false, recoverableText: true, continuationConfigured: true, continuationEnabled: true })).toEqual({
+      action: 'continue',
+    });
   });
 });
 
@@ -148,78 +142,13 @@ describe('decideOnSilence', () => {
   });
 });
 
-describe('RecoveryBudget', () => {
-  const withStreams = (b: RecoveryBudget, n: number) => {
-    b.activeStreams = n;
-    return b;
-  };
-
-  it('allows ceil(percent of active streams), capped by maxConcurrent', () => {
-    expect(withStreams(new RecoveryBudget(64, 20), 1).allowed()).toBe(1);
-    expect(withStreams(new RecoveryBudget(64, 20), 5).allowed()).toBe(1);
-    expect(withStreams(new RecoveryBudget(64, 20), 6).allowed()).toBe(2);
-    expect(withStreams(new RecoveryBudget(64, 20), 100).allowed()).toBe(20);
-    expect(withStreams(new RecoveryBudget(3, 20), 100).allowed()).toBe(3);
-    expect(withStreams(new RecoveryBudget(64, 20), 0).allowed()).toBe(0);
-    expect(withStreams(new RecoveryBudget(64, 100), 7).allowed()).toBe(7);
+describe('reprefillTooCostly (MAX_RECOVERY_PROMPT_TOKENS)', () => {
+  it('0 = no limit', () => {
+    expect(reprefillTooCostly(10_000_000, 10_000_000, 0)).toBe(false);
   });
-
-  it('fractional percents are not inflated by floating-point error', () => {
-    // 2.2 * 1500 / 100 is 33.00000000000001 in doubles.
-    expect(withStreams(new RecoveryBudget(1000, 2.2), 1500).allowed()).toBe(33);
-    expect(withStreams(new RecoveryBudget(1000, 8.8), 375).allowed()).toBe(33);
-    expect(withStreams(new RecoveryBudget(1000, 2.2), 1501).allowed()).toBe(34);
-    expect(withStreams(new RecoveryBudget(1000, 0.5), 1).allowed()).toBe(1);
-  });
-
-  it('zero percent disables recovery entirely', () => {
-    const b = withStreams(new RecoveryBudget(64, 0), 1000);
-    expect(b.allowed()).toBe(0);
-    expect(b.tryAcquire()).toBeNull();
-    expect(b.rejected).toBe(1);
-    expect(b.activeRecoveries).toBe(0);
-  });
-
-  it('zero max concurrent disables recovery entirely', () => {
-    const b = withStreams(new RecoveryBudget(0, 100), 10);
-    expect(b.tryAcquire()).toBeNull();
-    expect(b.rejected).toBe(1);
-  });
-
-  it('acquire up to the limit, then reject and count; release frees a slot', () => {
-    const b = withStreams(new RecoveryBudget(2, 100), 10);
-    const r1 = b.tryAcquire();
-    const r2 = b.tryAcquire();
-    expect(r1).toEqual(expect.any(Function));
-    expect(r2).toEqual(expect.any(Function));
-    expect(b.activeRecoveries).toBe(2);
-    expect(b.tryAcquire()).toBeNull();
-    expect(b.tryAcquire()).toBeNull();
-    expect(b.rejected).toBe(2);
-    r1!();
-    expect(b.activeRecoveries).toBe(1);
-    expect(b.tryAcquire()).not.toBeNull();
-    expect(b.activeRecoveries).toBe(2);
-    expect(b.rejected).toBe(2);
-  });
-
-  it('release is idempotent: calling it twice frees one slot only', () => {
-    const b = withStreams(new RecoveryBudget(5, 100), 10);
-    const r1 = b.tryAcquire()!;
-    b.tryAcquire();
-    r1();
-    r1();
-    r1();
-    expect(b.activeRecoveries).toBe(1);
-  });
-
-  it('the percent limit follows the number of active streams', () => {
-    const b = withStreams(new RecoveryBudget(64, 20), 5);
-    expect(b.tryAcquire()).not.toBeNull();
-    expect(b.tryAcquire()).toBeNull();
-    b.activeStreams = 10;
-    expect(b.tryAcquire()).not.toBeNull();
-    expect(b.activeRecoveries).toBe(2);
-    expect(b.rejected).toBe(1);
+  it('counts the prompt plus the delivered text, strictly above the limit', () => {
+    expect(reprefillTooCostly(900, 100, 1000)).toBe(false);
+    expect(reprefillTooCostly(900, 101, 1000)).toBe(true);
+    expect(reprefillTooCostly(1001, 0, 1000)).toBe(true);
   });
 });
