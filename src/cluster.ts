@@ -11,12 +11,15 @@ import { AggregatorRegistry, Registry } from 'prom-client';
 // prom-client's JSON form of a registry, as getMetricsAsJSON() returns it and aggregate() takes it.
 type metric = Awaited<ReturnType<Registry['getMetricsAsJSON']>>[number];
 import type { GatewayConfig } from './config/env';
+import { AdmissionMetrics } from './obs/admission-metrics';
 import { startAdminServer, type AdminServer } from './obs/admin-server';
+import { AdmissionAuthority, admissionSettings, type RecoveryAdmission } from './recovery/admission';
+import { AdmissionHub, RemoteAdmission, type AdmissionAnswerMessage, type AdmissionRequestMessage } from './recovery/admission-cluster';
 import type { Logger } from './obs/logger';
 import type { Sidecar } from './sidecar';
 
-type ToPrimary = { type: 'ready'; port: number } | { type: 'metrics'; id: number; json: metric[] };
-type ToWorker = { type: 'metrics?'; id: number };
+type ToPrimary = { type: 'ready'; port: number } | { type: 'metrics'; id: number; json: metric[] } | AdmissionRequestMessage;
+type ToWorker = { type: 'metrics?'; id: number } | AdmissionAnswerMessage;
 
 const METRICS_TIMEOUT_MS = 2000;
 /** More worker deaths than this within the window: something is wrong for good, stop instead of looping. */
@@ -30,11 +33,18 @@ export async function runPrimary(config: GatewayConfig, log: Logger, onListening
   let nextId = 0;
   const pending = new Map<number, { got: metric[][]; want: number; done: () => void }>();
   const recentDeaths: number[] = [];
+  // Recovery admission for all workers lives here (src/recovery/admission-cluster.ts), with its metrics.
+  const primaryRegistry = new Registry();
+  const hub: AdmissionHub = new AdmissionHub(
+    (streams): AdmissionAuthority => new AdmissionAuthority(admissionSettings(config), streams, new AdmissionMetrics(primaryRegistry, log, () => hub?.authority)),
+  );
 
   const fork = (): Worker => {
     const w = cluster.fork({ SIDECAR_WORKER: '1' });
     w.on('message', (m: ToPrimary) => {
-      if (m.type === 'ready') {
+      if (m.type === 'admission') {
+        hub.onMessage(w, m);
+      } else if (m.type === 'ready') {
         ready.set(w.id, m.port);
         if (!announced && ready.size === config.workers) {
           announced = true;
@@ -51,6 +61,7 @@ export async function runPrimary(config: GatewayConfig, log: Logger, onListening
     });
     w.on('exit', (code, signal) => {
       ready.delete(w.id);
+      hub.release(w.id);
       if (draining) return;
       // A worker that cannot start (port taken, bad environment) would die again at once: no crash loop.
       const now = Date.now();
@@ -84,6 +95,7 @@ export async function runPrimary(config: GatewayConfig, log: Logger, onListening
         if (workers.length === 0) resolve();
       });
       pending.delete(id);
+      got.push(await primaryRegistry.getMetricsAsJSON());
       return AggregatorRegistry.aggregate(got).metrics();
     },
   };
@@ -112,10 +124,19 @@ export async function runPrimary(config: GatewayConfig, log: Logger, onListening
   });
 }
 
-/** In a worker: report readiness and answer the primary's metrics requests. */
+let remoteAdmission: RemoteAdmission | undefined;
+
+/** In a worker: recovery admission asks the primary (pass to startSidecar's `admission` option). */
+export function workerAdmission(streams: { active: number }): RecoveryAdmission {
+  remoteAdmission = new RemoteAdmission(streams, (m) => (process.connected && process.send ? process.send(m) : false));
+  return remoteAdmission;
+}
+
+/** In a worker: report readiness and answer the primary's metrics requests and admission answers. */
 export function serveAsWorker(sidecar: Sidecar): void {
   process.send?.({ type: 'ready', port: sidecar.port } satisfies ToPrimary);
   process.on('message', (m: ToWorker) => {
+    if (m?.type === 'admission') return remoteAdmission?.answer(m);
     if (m?.type !== 'metrics?') return;
     void sidecar.ctx.metrics.registry.getMetricsAsJSON().then((json) => process.send?.({ type: 'metrics', id: m.id, json } satisfies ToPrimary));
   });

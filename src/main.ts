@@ -4,7 +4,7 @@
 // second signal, closes at once.
 import { ConfigError, loadConfig } from './config/env';
 import { createLogger } from './obs/logger';
-import { isClusterWorker, runPrimary, serveAsWorker } from './cluster';
+import { isClusterWorker, runPrimary, serveAsWorker, workerAdmission } from './cluster';
 import { startSidecar } from './sidecar';
 
 async function main(): Promise<void> {
@@ -25,7 +25,7 @@ async function main(): Promise<void> {
     return;
   }
   const worker = isClusterWorker();
-  const sidecar = await startSidecar(config, worker ? log.child({ worker: process.pid }) : log, { admin: !worker });
+  const sidecar = await startSidecar(config, worker ? log.child({ worker: process.pid }) : log, { admin: !worker, admission: worker ? workerAdmission : undefined });
   if (worker) serveAsWorker(sidecar);
   else process.stdout.write(`SIDECAR listening ${sidecar.port}\n`);
   let stopping = false;

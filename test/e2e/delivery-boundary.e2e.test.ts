@@ -182,40 +182,58 @@ describe('leg2 stall bound and buffering modes', () => {
   });
 });
 
-describe('global recovery budget', () => {
+describe('recovery admission: re-prefill slots and the waiting queue', () => {
   let stack: TestStack;
   beforeAll(async () => {
-    stack = await startTestStack({ env: { RECOVERY_MAX_CONCURRENT: '1', RECOVERY_BUDGET_PERCENT: '100', MAX_ATTEMPTS: '2' } });
+    // One re-prefill at a time, and a short wait for it, so that a burst overflows the queue.
+    stack = await startTestStack({ env: { RECOVERY_MAX_CONCURRENT: '1', RECOVERY_QUEUE_TIMEOUT_SECONDS: '2', MAX_ATTEMPTS: '2' } });
   });
   afterAll(async () => stack?.stop());
   beforeEach(() => resetFaults());
 
-  test('a burst of failing streams: one recovery at a time, the rest end explicitly, counted in the logs', async () => {
-    // Each stream crashes after its first deltas; leg2 is slow so the recoveries overlap.
+  const metric = async (name: string): Promise<number> => {
+    const text = await stack.sidecar!.ctx.metrics.render();
+    const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
+    return m ? Number(m[1]) : NaN;
+  };
+
+  test('a burst of failing streams: one re-prefill at a time, the others wait their turn, the queue timeout ends the rest explicitly', async () => {
+    // Each stream crashes after its first deltas; each leg2 takes 1.5 s to its first token, holding the slot.
     const runs = Array.from({ length: 6 }, (_, k) => {
       const id = newRequestId('burst');
       return postChat(stack.url, chatBody({}, `burst ${k}`), { ...SIZE, 'x-request-id': id, 'x-fake-token-ms': '15', 'x-fake-fault': `crash@5;slow@1500${';-'.repeat(k)}` }).then((r) => ({ id, r }));
     });
     const results = await Promise.all(runs);
     const completed = results.filter(({ r }) => r.finishReasons.length === 1);
-    const interrupted = results.filter(({ r }) => r.errors[0]?.reason === 'recovery-budget-exhausted');
-    expect(completed.length).toBeGreaterThanOrEqual(1);
-    expect(interrupted.length).toBeGreaterThanOrEqual(1);
-    expect(completed.length + interrupted.length).toBe(6);
-    expect(stack.logs.filter((l) => l.decision === 'BUDGET_REJECTED' && l.phase === 'decode').length).toBe(interrupted.length);
+    const timedOut = results.filter(({ r }) => r.errors[0]?.reason === 'recovery-queue-timeout');
+    // The first gets the slot at once, the second after ~1.5 s of waiting (< 2 s), later ones time out.
+    expect(completed.length).toBeGreaterThanOrEqual(2);
+    expect(timedOut.length).toBeGreaterThanOrEqual(1);
+    expect(completed.length + timedOut.length).toBe(6);
+    for (const { r } of timedOut) expectInterruption(r, 'recovery-queue-timeout');
+    expect(stack.logs.filter((l) => l.decision === 'RECOVERY_REFUSED' && l.reason === 'queue-timeout' && l.phase === 'decode').length).toBe(timedOut.length);
+    expect(stack.logs.filter((l) => l.decision === 'RECOVERY_ADMITTED' && l.waited_ms > 0).length).toBeGreaterThanOrEqual(1);
+    expect(await metric('gateway_reprefills_in_flight_peak')).toBe(1);
+    expect(await metric('gateway_reprefills_in_flight')).toBe(0);
+    expect(await metric('gateway_recoveries_waiting')).toBe(0);
   });
 
-  test('before the first delta, a spent budget passes the failure through instead of retrying', async () => {
+  test('before the first delta, a retry that cannot get a slot in time is an HTTP 503 with Retry-After, never 200 and a reset', async () => {
     const runs = Array.from({ length: 4 }, (_, k) => {
       const id = newRequestId('burst0');
       return postChat(stack.url, chatBody({}, `prefill burst ${k}`), { ...SIZE, 'x-request-id': id, 'x-fake-fault': `crash@0;slow@1500${';-'.repeat(k)}` }).then((r) => ({ id, r }));
     });
     const results = await Promise.all(runs);
     const retried = results.filter(({ r }) => r.finishReasons.length === 1);
-    const passed = results.filter(({ r }) => r.transportError !== null);
-    expect(retried.length).toBeGreaterThanOrEqual(1);
-    expect(passed.length).toBeGreaterThanOrEqual(1);
-    expect(retried.length + passed.length).toBe(4);
-    expect(stack.logs.filter((l) => l.decision === 'BUDGET_REJECTED' && l.phase === 'prefill').length).toBe(passed.length);
+    const refused = results.filter(({ r }) => r.status === 503);
+    expect(retried.length).toBeGreaterThanOrEqual(2);
+    expect(refused.length).toBeGreaterThanOrEqual(1);
+    expect(retried.length + refused.length).toBe(4);
+    for (const { id, r } of refused) {
+      expect(r.transportError).toBeNull();
+      expect(Number(r.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      expect(JSON.parse(r.raw).error).toMatchObject({ code: 'recovery_unavailable', request_id: id, retryable: true, reason: 'reset:recovery-queue-timeout' });
+    }
+    expect(stack.logs.filter((l) => l.decision === 'RECOVERY_REFUSED' && l.phase === 'prefill').length).toBe(refused.length);
   });
 });

@@ -84,28 +84,35 @@ describe('default timers (headers timeout 60 s, no first-delta timeout, stall ti
 
   test.each([400, 503, 500])('HTTP %i before response headers is passed through unchanged (status and JSON body)', async (status) => {
     const id = newRequestId(`status${status}`);
-    // 503 is retried by Envoy's egress on the other replicas first (3 tries in all): every try answers 503 here.
-    const fault = status === 503 ? 'status@503;status@503;status@503' : `status@${status}`;
+    // A 503 (nothing generated) is re-run by the sidecar, once with MAX_ATTEMPTS=2: both tries answer 503 here.
+    const fault = status === 503 ? 'status@503;status@503' : `status@${status}`;
     const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': fault });
     expect(r.transportError).toBeNull();
     expect(r.status).toBe(status);
     expect(String(r.headers['content-type'])).toContain('application/json');
     expect(JSON.parse(r.raw)).toEqual({ error: { message: `fake-engine injected status ${status}`, type: 'InjectedError', code: status } });
-    // The sidecar never re-sends a request that got a status; Envoy retries only a 503 (before headers).
-    expect(seenFor(stack, id)).toHaveLength(status === 503 ? 3 : 1);
-    expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'passed-through-status', upstream_status: status, legs: 1, attempt: 1 });
+    // Only a 503 is re-sent (by the sidecar, under MAX_ATTEMPTS; Envoy's egress retries no status): one engine
+    // request per attempt. The last answer reaches the client unchanged.
+    const seen = seenFor(stack, id);
+    if (status === 503) {
+      expect(seen.map((q) => q.headers['x-request-id'])).toEqual([id, `${id}-a2`]);
+      expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'failed-before-first-delta', reason: 'overloaded:attempts-exhausted', upstream_status: 503, legs: 2, attempt: 2 });
+    } else {
+      expect(seen).toHaveLength(1);
+      expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'passed-through-status', upstream_status: status, legs: 1, attempt: 1 });
+    }
   });
 
-  test('a replica 503 followed by a healthy replica: Envoy retries the 503 before headers, the client gets one complete stream', async () => {
+  test('a replica 503 followed by a healthy replica: the sidecar re-runs it on the other replica, the client gets one complete stream', async () => {
     const id = newRequestId('status503-then-ok');
     const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'status@503;-' });
     expectOneCompleteStream(r);
     const seen = seenFor(stack, id);
     expect(seen.map((q) => q.fault)).toEqual(['status@503', undefined]);
-    // Same x-request-id on both: one sidecar attempt, retried inside Envoy (previous_hosts prefers another
-    // replica, but outlier ejection from earlier 5xx cases may leave only one, so the host is not asserted).
-    expect(seen.map((q) => q.headers['x-request-id'])).toEqual([id, id]);
-    expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'completed', attempt: 1 });
+    expect(seen.map((q) => q.headers['x-request-id'])).toEqual([id, `${id}-a2`]);
+    // The retry asked the egress listener to avoid the replica that answered 503.
+    expect(seen[1].replica).not.toBe(seen[0].replica);
+    expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'completed-after-retry', attempt: 2 });
   });
 
   test('slow first token (2 s prefill) without FIRST_DELTA_TIMEOUT_SECONDS: waits, no retry', async () => {

@@ -2,6 +2,7 @@
 // the client received and what the replicas saw.
 import { resetFaults } from '../../src/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
+import type { ClientResult } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectInterruption, expectOneCompleteStream, seenFor, uninterrupted } from './helpers';
 
@@ -114,10 +115,19 @@ test('tool call delivered, then reset: no leg2, the interruption event', async (
   expect(seenFor(stack, id)).toHaveLength(1);
 });
 
-test('role-only chunk then reset: nothing recoverable, the failure passes through, no leg2', async () => {
+/** A give-up before the first delta: an HTTP error the client can act on, never `200` and then a reset. */
+function expectRetryableHttpError(r: ClientResult, status: number, code: string, requestId: string): void {
+  expect(r.transportError).toBeNull();
+  expect(r.status).toBe(status);
+  expect(String(r.headers['content-type'])).toContain('application/json');
+  expect(Number(r.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+  expect(JSON.parse(r.raw).error).toMatchObject({ code, type: 'server_error', request_id: requestId, retryable: true });
+}
+
+test('role-only chunk then reset: nothing recoverable, no retry left: a 502 with a JSON error, no leg2', async () => {
   const id = newRequestId();
   const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@0' });
-  expect(r.transportError).not.toBeNull();
+  expectRetryableHttpError(r, 502, 'upstream_failed', id);
   expect(r.reasoning + r.content).toBe('');
   expect(seenFor(stack, id)).toHaveLength(1);
   expect((await stack.waitForEnd(id)).outcome).toBe('failed-before-first-delta');
@@ -132,9 +142,8 @@ test('no chunk then clean EOF / reset: no leg2, and never a stream that just sto
     expect(r.finishReasons).toEqual([]);
     expect(seenFor(stack, id).filter((s) => s.continuation)).toHaveLength(0);
     if (fault === 'eof@0') {
-      // Nothing delivered, no retry left (MAX_ATTEMPTS=1): an explicit error event, partial_output false.
-      expect(r.errors).toEqual([expect.objectContaining({ code: 'upstream_decode_interrupted', partial_output: false })]);
-      expect(r.done).toBe(true);
+      // Nothing delivered, no retry left (MAX_ATTEMPTS=1): an HTTP error, the headers were still held.
+      expectRetryableHttpError(r, 502, 'upstream_failed', id);
     } else {
       expect(r.status).toBe(503); // Envoy's own answer for a reset before headers, passed on unchanged
     }
