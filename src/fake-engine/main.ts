@@ -1,11 +1,13 @@
 // CLI for the demo: `node dist/src/fake-engine/main.js --port 9001 --name replica-a --dialect sglang
-// --family generic --token-ms 40`. Prints one line when listening (the demo waits for it).
+// --family generic --token-ms 40`. Prints one line when listening (the demo waits for it). SIGUSR1 makes it
+// fall over and come back (FakeEngine.failFor): its streams are reset and it answers 503 for
+// --unavailable-ms (default 3000).
 import { Dialect } from './dialect';
 import { PrefixFamily } from './prefix-parse';
 import { FakeEngineOptions, startFakeEngine } from './server';
 
-function parseArgs(argv: string[]): FakeEngineOptions {
-  const opts: FakeEngineOptions = {};
+function parseArgs(argv: string[]): FakeEngineOptions & { unavailableMs: number } {
+  const opts: FakeEngineOptions & { unavailableMs: number } = { unavailableMs: 3000 };
   for (let i = 0; i < argv.length; i += 2) {
     const [flag, value] = [argv[i], argv[i + 1]];
     if (value === undefined) throw new Error(`missing value for ${flag}`);
@@ -15,6 +17,7 @@ function parseArgs(argv: string[]): FakeEngineOptions {
       case '--name': opts.name = value; break;
       case '--model': opts.model = value; break;
       case '--token-ms': opts.tokenIntervalMs = Number(value); break;
+      case '--unavailable-ms': opts.unavailableMs = Number(value); break;
       case '--dialect':
         if (value !== 'sglang' && value !== 'vllm') throw new Error(`bad --dialect ${value}`);
         opts.dialect = value as Dialect;
@@ -36,6 +39,7 @@ async function main(): Promise<void> {
   const stop = () => {
     engine.close().then(() => process.exit(0), () => process.exit(1));
   };
+  process.on('SIGUSR1', () => engine.failFor(opts.unavailableMs));
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
 }

@@ -31,6 +31,11 @@ export interface FakeEngine {
   port: number;
   name: string;
   requests: SeenRequest[];
+  /**
+   * A replica that falls over and comes back: every stream it serves is reset now, and chat requests get
+   * 503 (as an engine that is restarting or overloaded) for `ms`.
+   */
+  failFor(ms: number): void;
   close(): Promise<void>;
 }
 
@@ -70,6 +75,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
   const sockets = new Set<Socket>();
   const vllmIdsInFlight = new Set<string>();
   let counter = 0;
+  let unavailableUntil = 0;
 
   const bad = (ex: Exchange, message: string) => ex.sendJson(400, errorBody(message, 'BadRequestError', 400));
 
@@ -83,6 +89,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       return bad(ex, (e as Error).message);
     }
     record.fault = fault?.spec;
+    if (Date.now() < unavailableUntil) return ex.sendJson(503, errorBody('fake-engine: unavailable (failFor)', 'ServiceUnavailableError', 503));
     if (fault?.kind === 'crash-before-headers') return ex.killSocket('reset');
     if (fault?.kind === 'hang') return; // socket stays open until the client or close() ends it
     if (fault?.kind === 'status') {
@@ -185,6 +192,10 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
         port,
         name,
         requests,
+        failFor(ms: number) {
+          unavailableUntil = Date.now() + ms;
+          for (const ex of live) if (ex.record.path === '/v1/chat/completions') ex.killSocket('reset');
+        },
         close: () =>
           new Promise<void>((done) => {
             for (const ex of live) ex.shutdown();

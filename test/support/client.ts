@@ -28,7 +28,8 @@ export function chatBody(extra: Record<string, unknown> = {}, text = 'Tell me ab
   return { model: 'test-model', stream: true, messages: [{ role: 'user', content: text }], ...extra };
 }
 
-export async function postChat(url: string, body: unknown, headers: Record<string, string> = {}): Promise<ClientResult> {
+/** `onBytes` is called for each piece of the body as it arrives (e.g. to know a stream has started). */
+export async function postChat(url: string, body: unknown, headers: Record<string, string> = {}, onBytes?: (text: string) => void): Promise<ClientResult> {
   const res = await request(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
@@ -37,7 +38,11 @@ export async function postChat(url: string, body: unknown, headers: Record<strin
   let raw = '';
   let transportError: string | null = null;
   try {
-    for await (const chunk of res.body) raw += chunk.toString('utf8');
+    for await (const chunk of res.body) {
+      const text = chunk.toString('utf8');
+      raw += text;
+      onBytes?.(text);
+    }
   } catch (e) {
     transportError = (e as Error).message;
   }

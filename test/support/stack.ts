@@ -21,6 +21,10 @@ export interface TestStackOptions {
   noSidecar?: boolean;
   /** How Envoy health-checks the sidecar (default grpc, as `npm run stack`). */
   healthCheck?: 'tcp' | 'grpc';
+  /** Replicas running elsewhere (separate processes): Envoy routes to these, and no in-process engine starts. */
+  routerTier?: { host: string; port: number }[];
+  /** The sidecar's own defaults (STALL_IDLE_TIMEOUT_SECONDS 20, ...) instead of the suites' short timers. */
+  productionDefaults?: boolean;
 }
 
 export interface TestStack {
@@ -58,7 +62,7 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
 async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
   resetFaults();
   const engines: FakeEngine[] = [];
-  for (let i = 0; i < (o.replicas ?? 2); i++) engines.push(await startFakeEngine({ ...o.engine, name: `replica-${String.fromCharCode(97 + i)}` }));
+  for (let i = 0; i < (o.routerTier ? 0 : o.replicas ?? 2); i++) engines.push(await startFakeEngine({ ...o.engine, name: `replica-${String.fromCharCode(97 + i)}` }));
   const continuationEngine = o.continuationReplica ? await startFakeEngine({ ...o.engine, name: 'continuation' }) : undefined;
   const [listenPort, adminPort, egressPort, extProcPort, contEgressPort] = await freePorts(5);
   const capture = captureLogs();
@@ -66,10 +70,10 @@ async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
   let sidecar: Sidecar | undefined;
   if (!o.noSidecar) {
     // `{engine0}` in a value stands for the first replica's URL (e.g. TOKENIZE_URL={engine0}/tokenize).
-    const env = Object.fromEntries(Object.entries(o.env ?? {}).map(([k, v]) => [k, v.replace('{engine0}', engines[0].url)]));
+    const env = Object.fromEntries(Object.entries(o.env ?? {}).map(([k, v]) => [k, v.replace('{engine0}', engines[0]?.url ?? '{engine0}')]));
     const config = loadConfig({
       CONTINUATION_MODEL: 'generic-test',
-      STALL_IDLE_TIMEOUT_SECONDS: '1',
+      ...(o.productionDefaults ? {} : { STALL_IDLE_TIMEOUT_SECONDS: '1' }),
       ADMIN_PORT: '0', // several sidecars run in one process: an ephemeral admin port each
       ...env,
       DOWNSTREAM_URL: `http://127.0.0.1:${egressPort}`,
@@ -89,9 +93,9 @@ async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
     egressPort,
     extProcHost: '127.0.0.1',
     extProcPort,
-    routerTier: engines.map((e) => ({ host: '127.0.0.1', port: e.port })),
+    routerTier: o.routerTier ?? engines.map((e) => ({ host: '127.0.0.1', port: e.port })),
     ...(continuationEngine ? { continuationEgressPort: contEgressPort, continuationTier: [{ host: '127.0.0.1', port: continuationEngine.port }] } : {}),
-    stallTimeoutSeconds: Number(o.env?.STALL_IDLE_TIMEOUT_SECONDS ?? 1),
+    stallTimeoutSeconds: Number(o.env?.STALL_IDLE_TIMEOUT_SECONDS ?? (o.productionDefaults ? 20 : 1)),
     maxStallSeconds: Number(o.env?.MAX_STALL_SECONDS ?? 300),
     waitForExtProcHealthy: !o.noSidecar,
     // The sidecar serves grpc.health.v1: Envoy sees it NOT_SERVING while it drains.
