@@ -21,6 +21,8 @@ export interface TestStackOptions {
   noSidecar?: boolean;
   /** How Envoy health-checks the sidecar (default grpc, as `npm run stack`). */
   healthCheck?: 'tcp' | 'grpc';
+  /** Envoy's heap cap (the overload manager's fixed_heap; default the generator's). */
+  maxHeapBytes?: number;
 }
 
 export interface TestStack {
@@ -96,6 +98,7 @@ async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
     waitForExtProcHealthy: !o.noSidecar,
     // The sidecar serves grpc.health.v1: Envoy sees it NOT_SERVING while it drains.
     extProcHealthCheck: o.healthCheck ?? 'grpc',
+    ...(o.maxHeapBytes !== undefined ? { maxHeapBytes: o.maxHeapBytes } : {}),
   }).catch(async (e) => {
     await closeStarted();
     throw e;
