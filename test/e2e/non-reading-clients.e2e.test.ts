@@ -67,7 +67,7 @@ describe('clients that do not read, against the memory cap', () => {
     process.stderr.write(
       `non-reading clients: Envoy heap peak ${(peakHeap / MiB).toFixed(1)} MiB (cap ${CAP / MiB} MiB), ` +
         `VmRSS +${((peakRss - rss0) / MiB).toFixed(1)} MiB, ${resets} streams reset, ` +
-        `non-readers got ${(nonReaderResults.reduce((n, r) => n + r.bytes, 0) / MiB).toFixed(1)} MiB before the cut\n`,
+        `non-readers read ${(nonReaderResults.reduce((n, r) => n + r.bytes, 0) / MiB).toFixed(1)} MiB once resumed (kernel socket buffers)\n`,
     );
 
     // Envoy stayed under the cap (the unbounded case holds 1.45 GB).
