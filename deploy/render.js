@@ -133,7 +133,10 @@ const ISTIO_INBOUND_PORT = 8080;
 function istioEnvoyFilterYaml() {
   const cfg = gen.renderEnvoyConfig(K8S_ENVOY_OPTIONS);
   const front = cfg.static_resources.listeners.find((l) => l.name === 'front');
-  const filters = front.filter_chains[0].filters[0].typed_config.http_filters;
+  // ext_proc runs on the internal chat hop of the standalone bootstrap (docs/envoy.md (g)); Istio gets it on
+  // its inbound listener directly (no memory cap for HTTP/1.1 clients there: docs/deploy.md).
+  const chat = cfg.static_resources.listeners.find((l) => l.name === gen.CHAT_LISTENER);
+  const filters = chat.filter_chains[0].filters[0].typed_config.http_filters;
   const extProcFilter = filters.find((f) => f.name === 'envoy.filters.http.ext_proc');
   const extProcCluster = cfg.static_resources.clusters.find((c) => c.name === gen.EXT_PROC_CLUSTER);
   const routerCluster = `outbound|${ROUTER_SERVICE_PORT}||${ROUTER_SERVICE_HOST}`;

@@ -6,14 +6,24 @@
 // fails when the two drift apart (regenerate with `node dist/src/stack/envoy-config.js`).
 //
 // Layout (see envoy/README.md):
-//   front listener    (listenPort)               clients -> ext_proc filter -> router tier
+//   front listener    (listenPort)               clients -> chat: front_chat; other paths: router tier
+//   front_chat        (internal listener)        ext_proc filter -> router tier (see envoy-memory.ts)
 //   egress listener   (127.0.0.1:egressPort)     sidecar legs -> router tier (no ext_proc: no loop)
 //   continuation egress (127.0.0.1:continuationEgressPort, optional) sidecar leg2 -> continuation tier
-//   clusters: router_tier, continuation_tier (optional), ext_proc (the sidecar, gRPC over HTTP/2)
+//   clusters: router_tier, continuation_tier (optional), ext_proc (the sidecar, gRPC over HTTP/2), front_chat
 //   admin             (127.0.0.1:adminPort)
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
+import {
+  CHAT_CLUSTER,
+  CHAT_LISTENER,
+  DEFAULT_MAX_HEAP_BYTES,
+  FRONT_CONNECTION_BUFFER_BYTES,
+  chatCluster,
+  internalListenerExtension,
+  overloadManager,
+} from './envoy-memory';
 
 export interface UpstreamHost {
   host: string;
@@ -59,6 +69,11 @@ export interface EnvoyConfigOptions {
    * the gRPC server answers; switch to it once the sidecar serves the health service.
    */
   extProcHealthCheck?: 'tcp' | 'grpc';
+  /**
+   * Heap size the overload manager keeps Envoy under by resetting the streams of clients that do not read
+   * (default DEFAULT_MAX_HEAP_BYTES, 384 MiB; see envoy-memory.ts).
+   */
+  maxHeapBytes?: number;
 }
 
 /** The options the checked-in example envoy/envoy.demo.json is rendered from (documented in envoy/README.md). */
@@ -95,18 +110,17 @@ export const AVOID_HOST_HEADER = 'x-gateway-avoid-host';
 /** The `envoy.lb` metadata key listing, on each replica, the names it stands in for. */
 const AVOID_KEY = 'serves_when_avoiding';
 export const CHAT_PATH = '/v1/chat/completions';
+export { CHAT_LISTENER, CHAT_CLUSTER } from './envoy-memory';
 
 const T = {
   hcm: 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
   extProc: 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
-  extProcPerRoute: 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute',
   router: 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router',
   httpOptions: 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
   stdoutLog: 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
   previousHosts: 'type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate',
   reqWithoutQuery: 'type.googleapis.com/envoy.extensions.formatter.req_without_query.v3.ReqWithoutQuery',
   headerToMetadata: 'type.googleapis.com/envoy.extensions.filters.http.header_to_metadata.v3.Config',
-  downstreamConnections: 'type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig',
 } as const;
 
 const HTTP_OPTIONS_KEY = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
@@ -192,9 +206,9 @@ function routerCluster(name: string, tier: UpstreamHost[], connectTimeoutSeconds
     // Envoy's defaults (1024 connections / pending / requests) would cap the gateway at ~1k concurrent streams:
     // every client stream holds one upstream HTTP/1.1 connection for its whole life. max_retries: the egress
     // route retries only where no replica did any work (connect failure, refused stream, reset before the
-    // request was sent), and a replica crash makes every leg that was headed for it such a retry AT ONCE. The
-    // former limit of 3 answered the 4th with 503 UO while a live replica was free (seen as continuation legs
-    // failing with a 503 under a crash: docs/envoy.md (g)). Attempts against a failing pool are bounded by the
+    // request was sent), and a replica crash makes every leg that was headed for it such a retry AT ONCE. Past
+    // the limit Envoy answers 503 UO although a live replica is free; a limit of 3 would bite as soon as
+    // connects take their timeout (docs/envoy.md (h)). Attempts against a failing pool are bounded by the
     // sidecar instead (its admission and brake, and num_retries per leg).
     circuit_breakers: {
       thresholds: [
@@ -233,7 +247,7 @@ function routerCluster(name: string, tier: UpstreamHost[], connectTimeoutSeconds
 export const replicaName = (h: UpstreamHost): string => `${h.host}:${h.port}`;
 
 /**
- * Avoiding the replica a recovery leg must not land on (docs/envoy.md (g)). Each replica carries, under
+ * Avoiding the replica a recovery leg must not land on (docs/envoy.md (h)). Each replica carries, under
  * `envoy.lb`, its own name (`replica`, which the egress route reports in UPSTREAM_HOST_HEADER) and the list
  * of the OTHER replicas' names (AVOID_KEY). The egress listener copies a recovery leg's AVOID_HOST_HEADER
  * into the dynamic metadata `envoy.lb.AVOID_KEY`, and the subset load balancer, with list_as_any, then picks
@@ -314,11 +328,18 @@ function extProcCluster(o: EnvoyConfigOptions): object {
   };
 }
 
-/** The client-facing listener. */
+/**
+ * The client-facing listener. Chat requests go on to the internal listener `front_chat` (where ext_proc runs)
+ * through this listener's router, which honours the client connection's watermark: that extra hop is what
+ * lets the overload manager cap the memory of clients that do not read (see envoy-memory.ts).
+ */
 function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
   return {
     name: 'front',
     address: socketAddress(o.listenAddress ?? '127.0.0.1', o.listenPort),
+    // Above this much unsent data on a client connection the router stops reading the chat hop (see
+    // FRONT_CONNECTION_BUFFER_BYTES). Also the read chunk for request bodies; 32 KiB is Envoy's edge advice.
+    per_connection_buffer_limit_bytes: FRONT_CONNECTION_BUFFER_BYTES,
     filter_chains: [
       {
         filters: [
@@ -341,65 +362,98 @@ function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
                     domains: ['*'],
                     routes: [
                       {
-                        // In-scope candidates: the sidecar sees these. `path` matches without the query
-                        // string. The sidecar answers out-of-scope ones (non-streaming, other methods) with
-                        // CONTINUE and Envoy proxies them natively through this route.
+                        // In-scope candidates go to the chat hop (ext_proc). `path` matches without the query
+                        // string. The default route timeout is 15 s and would kill streams; the route
+                        // idle_timeout overrides the HCM's stream_idle_timeout: same budget.
                         name: 'chat',
                         match: { path: CHAT_PATH },
-                        route: {
-                          cluster: ROUTER_CLUSTER,
-                          // The default route timeout is 15 s and would kill streams (CONTINUE path).
-                          timeout: '0s',
-                          // Route idle_timeout overrides the HCM's stream_idle_timeout: same budget.
-                          idle_timeout: idleTimeout,
-                        },
+                        route: { cluster: CHAT_CLUSTER, timeout: '0s', idle_timeout: idleTimeout },
                       },
                       {
-                        // Everything else (/v1/models, /health, /v1/completions, ...): plain proxying. The
-                        // ext_proc filter is disabled per route, so no gRPC stream is opened at all and these
-                        // paths work even while the sidecar is down.
+                        // Everything else (/v1/models, /health, /v1/completions, ...): plain proxying, no gRPC
+                        // stream at all, so these paths work even while the sidecar is down.
                         name: 'passthrough',
                         match: { prefix: '/' },
                         route: { cluster: ROUTER_CLUSTER, timeout: '0s', idle_timeout: idleTimeout },
-                        typed_per_filter_config: {
-                          'envoy.filters.http.ext_proc': { '@type': T.extProcPerRoute, disabled: true },
-                        },
                       },
                     ],
                   },
                 ],
               },
-              http_filters: [
-                {
-                  name: 'envoy.filters.http.ext_proc',
-                  typed_config: {
-                    '@type': T.extProc,
-                    grpc_service: { envoy_grpc: { cluster_name: EXT_PROC_CLUSTER } },
-                    // Sidecar unreachable at request start => proxy natively (together with the health check
-                    // on the ext_proc cluster, see there): the gateway is never worse than no gateway.
-                    failure_mode_allow: true,
-                    // Not applied while the headers answer is pending in FULL_DUPLEX_STREAMED (docs/envoy.md
-                    // (a)), so the sidecar may wait for leg1's first bytes; it bounds the per-chunk answers of
-                    // the CONTINUE + echo path.
-                    message_timeout: '30s',
-                    processing_mode: {
-                      // The sidecar decides scope from the headers and the whole JSON body ...
-                      request_header_mode: 'SEND',
-                      // ... and originates in-scope responses itself (StreamedImmediateResponse), so the
-                      // upstream response is never filtered.
-                      response_header_mode: 'SKIP',
-                      // FULL_DUPLEX_STREAMED: Envoy sends the body without waiting for the headers answer
-                      // (required by StreamedImmediateResponse; BUFFERED would 413 large bodies).
-                      request_body_mode: 'FULL_DUPLEX_STREAMED',
-                      response_body_mode: 'NONE',
-                      // Trailers end the request stream in FULL_DUPLEX mode when the client sends them.
-                      request_trailer_mode: 'SEND',
-                      response_trailer_mode: 'SKIP',
-                    },
+              http_filters: [{ name: 'envoy.filters.http.router', typed_config: { '@type': T.router } }],
+            },
+          },
+        ],
+      },
+    ],
+  };
+}
+
+/** The ext_proc filter: the sidecar sees the chat request and originates the answer. */
+function extProcFilter(): object {
+  return {
+    name: 'envoy.filters.http.ext_proc',
+    typed_config: {
+      '@type': T.extProc,
+      grpc_service: { envoy_grpc: { cluster_name: EXT_PROC_CLUSTER } },
+      // Sidecar unreachable at request start => proxy natively (together with the health check on the
+      // ext_proc cluster, see there): the gateway is never worse than no gateway.
+      failure_mode_allow: true,
+      // Not applied while the headers answer is pending in FULL_DUPLEX_STREAMED (docs/envoy.md (a)), so the
+      // sidecar may wait for leg1's first bytes; it bounds the per-chunk answers of the CONTINUE + echo path.
+      message_timeout: '30s',
+      processing_mode: {
+        // The sidecar decides scope from the headers and the whole JSON body ...
+        request_header_mode: 'SEND',
+        // ... and originates in-scope responses itself (StreamedImmediateResponse), so the upstream
+        // response is never filtered.
+        response_header_mode: 'SKIP',
+        // FULL_DUPLEX_STREAMED: Envoy sends the body without waiting for the headers answer (required by
+        // StreamedImmediateResponse; BUFFERED would 413 large bodies).
+        request_body_mode: 'FULL_DUPLEX_STREAMED',
+        response_body_mode: 'NONE',
+        // Trailers end the request stream in FULL_DUPLEX mode when the client sends them.
+        request_trailer_mode: 'SEND',
+        response_trailer_mode: 'SKIP',
+      },
+    },
+  };
+}
+
+/**
+ * The chat hop: an internal listener (no socket) reached only from the front listener's chat route. The sidecar
+ * answers in-scope requests itself; out-of-scope ones (non-streaming, other methods) it answers with CONTINUE
+ * and Envoy proxies them natively through this route to the router tier.
+ */
+function chatListener(idleTimeout: string): object {
+  return {
+    name: CHAT_LISTENER,
+    internal_listener: {},
+    filter_chains: [
+      {
+        filters: [
+          {
+            name: 'envoy.filters.network.http_connection_manager',
+            typed_config: {
+              '@type': T.hcm,
+              stat_prefix: CHAT_LISTENER,
+              // The front hop speaks HTTP/2 to it (chatCluster): the answer waits in an HTTP/2 stream's send
+              // buffer, which the overload manager's memory accounts cover.
+              codec_type: 'HTTP2',
+              stream_idle_timeout: idleTimeout,
+              request_timeout: '0s',
+              access_log: accessLog(CHAT_LISTENER),
+              route_config: {
+                name: CHAT_LISTENER,
+                virtual_hosts: [
+                  {
+                    name: 'all',
+                    domains: ['*'],
+                    routes: [{ name: 'chat', match: { prefix: '/' }, route: { cluster: ROUTER_CLUSTER, timeout: '0s', idle_timeout: idleTimeout } }],
                   },
-                },
-                { name: 'envoy.filters.http.router', typed_config: { '@type': T.router } },
-              ],
+                ],
+              },
+              http_filters: [extProcFilter(), { name: 'envoy.filters.http.router', typed_config: { '@type': T.router } }],
             },
           },
         ],
@@ -545,6 +599,7 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
   if (!Number.isInteger(retryBuffer) || retryBuffer <= 0) throw new Error(`renderEnvoyConfig: retryBufferLimitBytes must be a positive integer`);
   const listeners: object[] = [
     frontListener(o, idleTimeout),
+    chatListener(idleTimeout),
     egressListener('egress', o.egressPort, ROUTER_CLUSTER, idleTimeout, retryBuffer),
   ];
   const clusters: object[] = [routerCluster(ROUTER_CLUSTER, o.routerTier, o.routerConnectTimeoutSeconds ?? 5)];
@@ -554,7 +609,7 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
     );
     clusters.push(routerCluster(CONTINUATION_CLUSTER, o.continuationTier as UpstreamHost[], o.routerConnectTimeoutSeconds ?? 5));
   }
-  clusters.push(extProcCluster(o));
+  clusters.push(extProcCluster(o), chatCluster());
 
   return {
     node: { id: 'continuation-gateway', cluster: 'continuation-gateway' },
@@ -567,17 +622,10 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
     layered_runtime: {
       layers: [{ name: 'static', static_layer: { 'envoy.reloadable_features.ext_proc_graceful_grpc_close': true } }],
     },
-    // A global cap on downstream connections protects the process from running out of file descriptors (and
-    // silences Envoy's startup warning about the missing limit). Generous: each client stream is one
-    // connection at most, plus one upstream connection per leg.
-    overload_manager: {
-      resource_monitors: [
-        {
-          name: 'envoy.resource_monitors.global_downstream_max_connections',
-          typed_config: { '@type': T.downstreamConnections, max_active_downstream_connections: 50000 },
-        },
-      ],
-    },
+    // The connection cap and the memory cap for clients that do not read: envoy-memory.ts, docs/envoy.md (g).
+    overload_manager: overloadManager(o.maxHeapBytes ?? DEFAULT_MAX_HEAP_BYTES),
+    // The chat hop (chatListener) is an internal listener.
+    bootstrap_extensions: [internalListenerExtension()],
   };
 }
 

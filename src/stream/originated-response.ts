@@ -190,7 +190,7 @@ export class OriginatedResponse {
   private async openLeg(url: string, requestId: string | undefined, body: Buffer): Promise<LegResponse | LegOpenError> {
     this.abort = new LegAbort();
     this.legs++;
-    // A recovery leg asks the egress listener to avoid the host the failed leg was on (docs/envoy.md (g)).
+    // A recovery leg asks the egress listener to avoid the host the failed leg was on (docs/envoy.md (h)).
     const headers = legRequestHeaders(this.req.clientHeaders, requestId, this.legs > 1 ? this.lastHost : undefined);
     try {
       const res = await this.ctx.upstream.open(url + this.req.path, headers, body, this.abort);

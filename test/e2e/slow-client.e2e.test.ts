@@ -5,8 +5,10 @@
 // - The sidecar alone, its gRPC peer not reading: the sidecar stops writing (grpc-js backpressure), stops
 //   reading the leg (LegReader pauses the socket) and the engine stops generating. Nothing grows anywhere.
 // - Through the real Envoy 1.40: the backpressure never reaches the sidecar. Envoy's ext_proc side stream
-//   ignores the client connection's watermarks, reads the whole StreamedImmediateResponse and holds it in
-//   that connection's write buffer. Our side stays flat; Envoy grows by the unread part of the answer.
+//   ignores the watermarks, reads the whole StreamedImmediateResponse and holds it: since the chat hop
+//   (docs/envoy.md (g)), in the inner HTTP/2 stream's send buffer, where the overload manager's memory cap can
+//   reset it (test/e2e/non-reading-clients). Our side stays flat; Envoy grows by the unread part of the answer
+//   (this answer is far below the default cap).
 //
 // Both halves end with the client reading again: every token arrives, once, in order.
 import net from 'node:net';
@@ -151,6 +153,7 @@ describe('through the real Envoy, the client not reading', () => {
   it('keeps the sidecar flat, Envoy holds the unread answer, and the client gets every token', async () => {
     const id = newRequestId('slow-client');
     const envoyBefore = rssBytes(stack.envoy.pid);
+    const heapBefore = await envoyHeap(stack);
     const buffersBefore = arrayBufferBytes();
     const client = new RawHttpClient(Number(new URL(stack.url).port));
     client.post('/v1/chat/completions', { 'content-type': 'application/json', 'x-request-id': id, ...fastAnswer(TOKENS) }, JSON.stringify(BODY));
@@ -159,7 +162,9 @@ describe('through the real Envoy, the client not reading', () => {
       const seen = await engineFinished(() => stack.engines[0].requests.find((r) => r.headers['x-request-id'] === id), 25_000);
       expect(seen.tokensSent).toBe(TOKENS);
       const buffersGrowth = arrayBufferBytes() - buffersBefore;
-      const envoyBuffered = await envoyGauge(stack, 'http.front.downstream_cx_tx_bytes_buffered');
+      const envoyHeld = (await envoyHeap(stack)) - heapBefore;
+      // The client connection holds at most its 32 KiB watermark: the front hop stopped reading the chat hop.
+      const frontBuffered = await envoyGauge(stack, 'http.front.downstream_cx_tx_bytes_buffered');
       const envoyGrowth = rssBytes(stack.envoy.pid) - envoyBefore;
 
       client.resume();
@@ -170,10 +175,11 @@ describe('through the real Envoy, the client not reading', () => {
 
       // Our side stays flat while the whole answer went through it (measured: +0.03 to +4.3 MiB of Buffers).
       expect(buffersGrowth).toBeLessThan(32 * MiB);
-      // Where the answer was: Envoy's write buffer for the client connection (measured: all of it but the
-      // ~4 MB the loopback sockets hold). Should this fail because the engine stopped, Envoy now propagates
-      // the client's backpressure to ext_proc: update docs/envoy.md and assert what the first describe does.
-      expect(envoyBuffered).toBeGreaterThan(produced / 2);
+      // Where the answer was: Envoy's heap (measured: all of it but the ~4 MB the loopback sockets hold), not
+      // the client connection's buffer. Should this fail because the engine stopped, Envoy now propagates the
+      // client's backpressure to ext_proc: update docs/envoy.md and assert what the first describe does.
+      expect(envoyHeld).toBeGreaterThan(produced / 2);
+      expect(frontBuffered).toBeLessThan(1024 * 1024);
       // Envoy's RSS grows by about one byte per unread byte (measured: +26.6 MiB for these 27.5 MiB, +85 MiB
       // for 83 MiB): bounded by the answer's size, not amplified. The 32 MiB are allocator slack.
       expect(envoyGrowth).toBeLessThan(produced + 32 * MiB);
@@ -188,6 +194,11 @@ function rssBytes(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
   if (!m) throw new Error(`no VmRSS for pid ${pid}`);
   return Number(m[1]) * 1024;
+}
+
+/** Bytes tcmalloc has handed out in Envoy (admin /memory "allocated"): what the fixed_heap monitor watches. */
+async function envoyHeap(stack: TestStack): Promise<number> {
+  return Number(JSON.parse(await (await fetch(`${stack.envoy.adminUrl}/memory`)).text()).allocated);
 }
 
 async function envoyGauge(stack: TestStack, name: string): Promise<number> {

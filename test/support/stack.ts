@@ -25,6 +25,8 @@ export interface TestStackOptions {
   routerTier?: { host: string; port: number }[];
   /** The sidecar's own defaults (STALL_IDLE_TIMEOUT_SECONDS 20, ...) instead of the suites' short timers. */
   productionDefaults?: boolean;
+  /** Envoy's heap cap (the overload manager's fixed_heap; default the generator's). */
+  maxHeapBytes?: number;
 }
 
 export interface TestStack {
@@ -100,6 +102,7 @@ async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
     waitForExtProcHealthy: !o.noSidecar,
     // The sidecar serves grpc.health.v1: Envoy sees it NOT_SERVING while it drains.
     extProcHealthCheck: o.healthCheck ?? 'grpc',
+    ...(o.maxHeapBytes !== undefined ? { maxHeapBytes: o.maxHeapBytes } : {}),
   }).catch(async (e) => {
     await closeStarted();
     throw e;

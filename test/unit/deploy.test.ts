@@ -300,8 +300,8 @@ describe('every complete Envoy config passes `envoy --mode validate`', () => {
     const filter = ef.spec.configPatches.find((p: any) => p.applyTo === 'HTTP_FILTER').patch.value;
     const cluster = ef.spec.configPatches.find((p: any) => p.applyTo === 'CLUSTER').patch.value;
     const cfg = render.k8sEnvoyConfig();
-    const front = cfg.static_resources.listeners.find((l: any) => l.name === 'front').filter_chains[0].filters[0].typed_config;
-    front.http_filters = [filter, ...front.http_filters.filter((f: any) => f.name !== 'envoy.filters.http.ext_proc')];
+    const chat = cfg.static_resources.listeners.find((l: any) => l.name === 'front_chat').filter_chains[0].filters[0].typed_config;
+    chat.http_filters = [filter, ...chat.http_filters.filter((f: any) => f.name !== 'envoy.filters.http.ext_proc')];
     cfg.static_resources.clusters = [...cfg.static_resources.clusters.filter((c: any) => c.name !== 'ext_proc'), cluster];
     await envoyValidate('istio-fragments', cfg);
   });

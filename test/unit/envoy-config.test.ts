@@ -106,10 +106,26 @@ describe('checked-in examples under envoy/', () => {
 describe('renderEnvoyConfig content', () => {
   const cfg: any = renderEnvoyConfig({ ...base, upstreamHeadersTimeoutSeconds: 60 });
   const front = listener(cfg, 'front');
+  const chatHop = listener(cfg, 'front_chat');
   const egress = listener(cfg, 'egress');
 
-  it('front listener: ext_proc then router, chat route with ext_proc, other paths with ext_proc disabled', () => {
+  it('front listener: router only, chat route to the internal chat hop, other paths to the router tier', () => {
     const h = hcm(front);
+    expect(h.http_filters.map((f: any) => f.name)).toEqual(['envoy.filters.http.router']);
+    expect(front.per_connection_buffer_limit_bytes).toBe(32 * 1024);
+    const [chat, other] = h.route_config.virtual_hosts[0].routes;
+    expect(chat.match).toEqual({ path: '/v1/chat/completions' });
+    expect(chat.route).toMatchObject({ cluster: 'front_chat', timeout: '0s' });
+    expect(other.match).toEqual({ prefix: '/' });
+    expect(other.route).toMatchObject({ cluster: 'router_tier', timeout: '0s' });
+    expect(h.request_timeout).toBe('0s');
+  });
+
+  it('chat hop: internal HTTP/2 listener with ext_proc then router; its cluster has a small stream window', () => {
+    expect(chatHop.internal_listener).toEqual({});
+    expect(chatHop.address).toBeUndefined();
+    const h = hcm(chatHop);
+    expect(h.codec_type).toBe('HTTP2');
     expect(h.http_filters.map((f: any) => f.name)).toEqual(['envoy.filters.http.ext_proc', 'envoy.filters.http.router']);
     const ep = h.http_filters[0].typed_config;
     expect(ep.failure_mode_allow).toBe(true);
@@ -122,18 +138,32 @@ describe('renderEnvoyConfig content', () => {
       request_trailer_mode: 'SEND',
       response_trailer_mode: 'SKIP',
     });
-    const [chat, other] = h.route_config.virtual_hosts[0].routes;
-    expect(chat.match).toEqual({ path: '/v1/chat/completions' });
-    expect(chat.route.timeout).toBe('0s');
-    expect(chat.typed_per_filter_config).toBeUndefined();
-    expect(other.match).toEqual({ prefix: '/' });
-    expect(other.route.timeout).toBe('0s');
-    expect(other.typed_per_filter_config['envoy.filters.http.ext_proc'].disabled).toBe(true);
-    expect(h.request_timeout).toBe('0s');
+    expect(h.route_config.virtual_hosts[0].routes[0].route).toMatchObject({ cluster: 'router_tier', timeout: '0s' });
+    const c = cluster(cfg, 'front_chat');
+    const h2 = c.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config.http2_protocol_options;
+    // Streams a connection carries times the stream window fit in the connection window (see envoy-memory.ts).
+    expect(h2.max_concurrent_streams * h2.initial_stream_window_size).toBeLessThan(h2.initial_connection_window_size);
+    expect(c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.envoy_internal_address.server_listener_name).toBe('front_chat');
+    expect(cfg.bootstrap_extensions.map((e: any) => e.name)).toEqual(['envoy.bootstrap.internal_listener']);
+  });
+
+  it('overload manager: connection cap, heap cap, resets of the largest streams only', () => {
+    const om = cfg.overload_manager;
+    expect(om.buffer_factory_config.minimum_account_to_track_power_of_two).toBe(20);
+    expect(om.resource_monitors.map((m: any) => m.name)).toEqual([
+      'envoy.resource_monitors.global_downstream_max_connections',
+      'envoy.resource_monitors.fixed_heap',
+    ]);
+    expect(om.resource_monitors[1].typed_config.max_heap_size_bytes).toBe(384 * 1024 * 1024);
+    expect(om.actions.map((a: any) => a.name)).toEqual(['envoy.overload_actions.reset_high_memory_stream']);
+    expect(om.actions[0].triggers[0].scaled).toEqual({ scaling_threshold: 0.5, saturation_threshold: 0.8 });
+    const small: any = renderEnvoyConfig({ ...base, maxHeapBytes: 64 * 1024 * 1024 });
+    expect(small.overload_manager.resource_monitors[1].typed_config.max_heap_size_bytes).toBe(64 * 1024 * 1024);
+    expect(() => renderEnvoyConfig({ ...base, maxHeapBytes: 1000 })).toThrow(/maxHeapBytes/);
   });
 
   it('idle timers sit above the stall budget plus the next leg\'s headers wait', () => {
-    for (const l of [front, egress]) {
+    for (const l of [front, chatHop, egress]) {
       const h = hcm(l);
       expect(seconds(h.stream_idle_timeout)).toBeGreaterThan(300 + 60);
       for (const r of h.route_config.virtual_hosts[0].routes) expect(seconds(r.route.idle_timeout)).toBeGreaterThan(300 + 60);

@@ -1,0 +1,140 @@
+// 100 clients that never read, against Envoy's memory cap (docs/envoy.md (g)), next to clients that read.
+//
+// Without the cap each of them would make Envoy hold its whole answer (docs/envoy.md (e)): 100 x 14.5 MB here.
+// With it, the overload manager resets the streams holding the most memory when Envoy's heap nears the cap:
+// Envoy stays under the cap, every non-reading client is cut, and the reading clients get their whole
+// answers on their first leg.
+import fs from 'node:fs';
+import net from 'node:net';
+import { answerFor } from '../../src/fake-engine/answer';
+import { chatBody, newRequestId, postChat } from '../support/client';
+import { startTestStack, type TestStack } from '../support/stack';
+
+const MiB = 1024 * 1024;
+const CAP = 256 * MiB;
+const NON_READERS = 100;
+/** ~14.5 MB of SSE each, as fast as the machine goes: 1.45 GB together, well past the cap. */
+const NON_READER_TOKENS = 50_000;
+const READERS = 5;
+/** The readers' answers last ~20 s or more, across the whole non-reader phase. */
+const READER_TOKENS = 4000;
+const BODY = chatBody();
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const rssBytes = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
+
+describe('clients that do not read, against the memory cap', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    // Stall timer above any CPU-starved pause of the readers' legs (2 cores, 100 answers in flight): a false
+    // stall would switch a reader to a second leg, which is whole too but not "untouched".
+    stack = await startTestStack({ replicas: 1, maxHeapBytes: CAP, env: { LOG_LEVEL: 'info', STALL_IDLE_TIMEOUT_SECONDS: '15' } });
+  });
+  afterAll(async () => stack?.stop());
+
+  it('keeps Envoy under the cap, resets the non-readers and leaves the readers whole', async () => {
+    const stat = async (name: string): Promise<number> => {
+      const text = await (await fetch(`${stack.envoy.adminUrl}/stats?filter=^${name.replace(/\./g, '\\.')}$`)).text();
+      return Number(new RegExp(`: (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+    };
+    const heap = async () => Number(JSON.parse(await (await fetch(`${stack.envoy.adminUrl}/memory`)).text()).allocated);
+    const rss0 = rssBytes(stack.envoy.pid);
+
+    const readerIds = Array.from({ length: READERS }, () => newRequestId('reader'));
+    const readers = readerIds.map((id) =>
+      postChat(stack.url, BODY, { 'x-request-id': id, 'x-fake-answer-tokens': `0,${READER_TOKENS}`, 'x-fake-token-ms': '5' }),
+    );
+    await sleep(500); // the readers are streaming before the first non-reader arrives
+
+    const port = Number(new URL(stack.url).port);
+    const nonReaders = Array.from({ length: NON_READERS }, () => new NonReader(port, newRequestId('non-reader')));
+
+    // Sample Envoy until every non-reader has been cut (or the budget is gone).
+    let peakHeap = 0;
+    let peakRss = 0;
+    const until = Date.now() + 120_000;
+    while (Date.now() < until) {
+      peakHeap = Math.max(peakHeap, await heap());
+      peakRss = Math.max(peakRss, rssBytes(stack.envoy.pid));
+      if ((await stat('envoy.overload_actions.reset_high_memory_stream.count')) >= NON_READERS) break;
+      await sleep(200);
+    }
+    const resets = await stat('envoy.overload_actions.reset_high_memory_stream.count');
+
+    const readerResults = await Promise.all(readers);
+    const nonReaderResults = await Promise.all(nonReaders.map((c) => c.readToEnd(30_000)));
+    const ends = await Promise.all(nonReaders.map((c) => stack.waitForEnd(c.id, 30_000)));
+    process.stderr.write(
+      `non-reading clients: Envoy heap peak ${(peakHeap / MiB).toFixed(1)} MiB (cap ${CAP / MiB} MiB), ` +
+        `VmRSS +${((peakRss - rss0) / MiB).toFixed(1)} MiB, ${resets} streams reset, ` +
+        `non-readers read ${(nonReaderResults.reduce((n, r) => n + r.bytes, 0) / MiB).toFixed(1)} MiB once resumed (kernel socket buffers)\n`,
+    );
+
+    // Envoy stayed under the cap (the unbounded case holds 1.45 GB).
+    expect(peakHeap).toBeLessThan(CAP);
+    expect(peakRss - rss0).toBeLessThan(CAP);
+    // Every non-reader was reset: its answer ends without the last chunk, and the sidecar saw the client go.
+    expect(resets).toBeGreaterThanOrEqual(NON_READERS);
+    for (const r of nonReaderResults) {
+      expect(r.status).toBe(200);
+      expect(r.complete).toBe(false);
+    }
+    for (const e of ends) expect(e).toMatchObject({ outcome: 'client-disconnected' });
+    // The readers were untouched: whole answers, on their first leg.
+    const expected = answerFor(BODY.messages, { reasoning: 0, content: READER_TOKENS }).contentTokens.join('');
+    for (const r of readerResults) {
+      expect(r.status).toBe(200);
+      expect(r.transportError).toBeNull();
+      expect(r.errors).toEqual([]);
+      expect(r.content === expected).toBe(true);
+      expect(r.finishReasons).toEqual(['stop']);
+      expect(r.done).toBe(true);
+    }
+    for (const id of readerIds) expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'completed', legs: 1 });
+  }, 240_000);
+});
+
+/** A raw HTTP/1.1 client that sends a streamed chat request and reads nothing until readToEnd(). */
+class NonReader {
+  private readonly socket: net.Socket;
+  private readonly parts: Buffer[] = [];
+  private readonly closed: Promise<void>;
+
+  constructor(port: number, readonly id: string) {
+    this.socket = net.connect(port, '127.0.0.1');
+    this.socket.pause();
+    this.closed = new Promise((resolve) => {
+      this.socket.on('data', (c: Buffer) => this.parts.push(c));
+      this.socket.on('error', () => resolve()); // a reset connection: what the cap does
+      this.socket.on('close', () => resolve());
+    });
+    const body = JSON.stringify(BODY);
+    const head = {
+      host: 'gateway',
+      'content-type': 'application/json',
+      'content-length': String(Buffer.byteLength(body)),
+      'x-request-id': id,
+      'x-fake-answer-tokens': `0,${NON_READER_TOKENS}`,
+      'x-fake-token-ms': '0',
+      'x-fake-burst': '200',
+    };
+    this.socket.write(`POST /v1/chat/completions HTTP/1.1\r\n${Object.entries(head).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n${body}`);
+  }
+
+  /** Reads what Envoy still has for us, until the connection ends (or timeoutMs). */
+  async readToEnd(timeoutMs: number): Promise<{ status: number; bytes: number; complete: boolean }> {
+    this.socket.resume();
+    const timer = setTimeout(() => this.socket.destroy(), timeoutMs);
+    await this.closed;
+    clearTimeout(timer);
+    this.socket.destroy();
+    const raw = Buffer.concat(this.parts);
+    const tail = raw.subarray(-32).toString('latin1');
+    return {
+      status: Number(/^HTTP\/1\.1 (\d{3})/.exec(raw.subarray(0, 16).toString('latin1'))?.[1]),
+      bytes: raw.length,
+      // The last chunk of a chunked body: the answer was delivered whole.
+      complete: tail.endsWith('\r\n0\r\n\r\n'),
+    };
+  }
+}
