@@ -23,8 +23,8 @@ export type LegOutcome =
       detail?: string;
       failingEvent?: Buffer;
       heldToolCall?: Buffer;
-      /** Envoy's own answer for a reset before headers, passed on unchanged if no retry follows. */
-      envoyAnswer?: { status: number; headers: Record<string, string>; body: Buffer };
+      /** The engine's own answer (a 503 before any body), passed on unchanged if no retry follows. */
+      engineAnswer?: { status: number; headers: Record<string, string>; body: Buffer };
     }
   | { type: 'responded' } // a non-streaming answer (error status) was passed through
   | { type: 'gone' }; // the client left

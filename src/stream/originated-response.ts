@@ -232,15 +232,17 @@ export class OriginatedResponse {
         res.body.destroy();
         return await this.routerUnreachable(`router-tier-unreachable:${String(res.headers['x-gateway-upstream-flags'])}`);
       }
-      if (isResetBeforeHeaders(res.headers) || res.status === 503) {
-        // Nothing was generated: a reset before headers, or a 503 (overloaded, draining). The sidecar re-runs
-        // it (not Envoy's retry policy, which would multiply attempts against a failing pool); if it does
-        // not, the client gets this answer unchanged.
+      if (isResetBeforeHeaders(res.headers)) {
+        // Envoy's own reply for a replica that reset or closed before its headers: nothing was generated.
+        res.body.destroy();
+        return { type: 'failed', failure: 'reset', detail: `reset-before-headers:${String(res.headers['x-gateway-upstream-flags'])}` };
+      }
+      if (res.status === 503) {
+        // The replica or router is overloaded or draining and generated nothing. The sidecar re-runs it (not
+        // Envoy's retry policy, which would multiply attempts against a failing pool); if it does not, the
+        // client gets this answer unchanged.
         const body = await res.body.readAll(65536);
-        const reset = isResetBeforeHeaders(res.headers);
-        const failure: FailureKind = reset ? 'reset' : 'overloaded';
-        const detail = reset ? `reset-before-headers:${String(res.headers['x-gateway-upstream-flags'])}` : 'status-503';
-        return { type: 'failed', failure, detail, envoyAnswer: { status: res.status, headers: clientResponseHeaders(res.headers), body } };
+        return { type: 'failed', failure: 'overloaded', detail: 'status-503', engineAnswer: { status: res.status, headers: clientResponseHeaders(res.headers), body } };
       }
       // Anything but an event stream is passed through unchanged (the engine's own 4xx/5xx, say).
       this.settleSlot(res.status >= 500 || res.status === 429 ? 'failed' : 'ok');
@@ -299,7 +301,8 @@ export class OriginatedResponse {
   /**
    * Pre-commit failure that will not be retried. Nothing reached the client yet, headers included, so the
    * give-up is an HTTP error it can act on (JSON body, `retryable`, `Retry-After`), never `200` and then a
-   * reset. The engine's own answers (a 503 it sent, an in-band error event) pass through unchanged.
+   * reset. The engine's own answers (its last 503, an in-band error event) pass through unchanged, unless
+   * admission refused the retry: then the 503 is the gateway's, saying why.
    */
   private async passFailureThrough(out: Extract<LegOutcome, { type: 'failed' }>, reason: string, retryAfterMs = 1000): Promise<void> {
     this.phase = 'interrupted';
@@ -311,13 +314,13 @@ export class OriginatedResponse {
       await this.delivery.end(interruptionEvent({ requestId: this.requestId, deliveredOutputTokens: 0, reason: `${out.failure}:${reason}`, partialOutput: false }));
       return;
     }
-    if (out.envoyAnswer) return await this.delivery.respond(out.envoyAnswer.status, out.envoyAnswer.headers, out.envoyAnswer.body);
+    const refused = reason.startsWith('recovery-');
+    if (out.engineAnswer && !refused) return await this.delivery.respond(out.engineAnswer.status, out.engineAnswer.headers, out.engineAnswer.body);
     if (this.attemptHadHeaders && (out.failure === 'error-event' || out.failure === 'abort-finish')) {
       if (out.heldToolCall) this.delivery.hold(out.heldToolCall);
       await this.delivery.end(Buffer.concat([out.failingEvent ?? Buffer.alloc(0), DONE_EVENT]));
       return;
     }
-    const refused = reason.startsWith('recovery-');
     const timeout = out.failure === 'headers-timeout' || out.failure === 'first-delta-timeout';
     const [status, code]: [number, ClientErrorCode] = refused ? [503, 'recovery_unavailable'] : timeout ? [504, 'upstream_timeout'] : [502, 'upstream_failed'];
     const message = refused

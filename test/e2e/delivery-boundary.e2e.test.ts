@@ -237,3 +237,40 @@ describe('recovery admission: re-prefill slots and the waiting queue', () => {
     expect(stack.logs.filter((l) => l.decision === 'RECOVERY_REFUSED' && l.phase === 'prefill').length).toBe(refused.length);
   });
 });
+
+describe('retry cost: MAX_RECOVERY_PROMPT_TOKENS', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    // The prompt alone is ~7 estimated tokens: a retry (prompt only) fits, a continuation after 20 delivered
+    // tokens does not.
+    stack = await startTestStack({ env: { MAX_RECOVERY_PROMPT_TOKENS: '15', MAX_ATTEMPTS: '2' } });
+  });
+  afterAll(async () => stack?.stop());
+  beforeEach(() => resetFaults());
+
+  test('a continuation whose re-prefill (prompt + delivered text) is over the limit is not started: explicit end at once', async () => {
+    const id = newRequestId('costly');
+    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@20' });
+    expectInterruption(r, 'recovery-too-costly');
+    expect(seenFor(stack, id).filter((s) => s.continuation)).toHaveLength(0);
+    const refused = stack.records({ request_id: id, decision: 'RECOVERY_REFUSED' });
+    expect(refused).toEqual([expect.objectContaining({ reason: 'too-costly', phase: 'decode', max_recovery_prompt_tokens: 15 })]);
+    expect(refused[0].reprefill_tokens).toBeGreaterThan(15);
+  });
+
+  test('a retry of the prompt alone is under the limit: re-run as usual', async () => {
+    const id = newRequestId('cheap-retry');
+    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash-before-headers' });
+    expectOneCompleteStream(r);
+    expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'completed-after-retry', attempt: 2 });
+  });
+
+  test('a prompt over the limit: a failure before the first delta is an HTTP 503, not a retry', async () => {
+    const id = newRequestId('costly-retry');
+    const long = 'Tell me about continuation, at length and with many details please.';
+    const r = await postChat(stack.url, chatBody({}, long), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash-before-headers' });
+    expect(r.status).toBe(503);
+    expect(JSON.parse(r.raw).error).toMatchObject({ code: 'recovery_unavailable', retryable: true, reason: 'reset:recovery-too-costly' });
+    expect(seenFor(stack, id)).toHaveLength(1);
+  });
+});

@@ -141,12 +141,9 @@ test('no chunk then clean EOF / reset: no leg2, and never a stream that just sto
     expect(r.reasoning + r.content).toBe('');
     expect(r.finishReasons).toEqual([]);
     expect(seenFor(stack, id).filter((s) => s.continuation)).toHaveLength(0);
-    if (fault === 'eof@0') {
-      // Nothing delivered, no retry left (MAX_ATTEMPTS=1): an HTTP error, the headers were still held.
-      expectRetryableHttpError(r, 502, 'upstream_failed', id);
-    } else {
-      expect(r.status).toBe(503); // Envoy's own answer for a reset before headers, passed on unchanged
-    }
+    // Nothing delivered, no retry left (MAX_ATTEMPTS=1): an HTTP error, the headers were still held. For a
+    // reset before headers this replaces Envoy's plain-text 503 with the gateway's JSON error.
+    expectRetryableHttpError(r, 502, 'upstream_failed', id);
   }
 });
 
