@@ -159,7 +159,7 @@ export interface CrashSummary {
   affectedComplete: number;
   /** Per affected stream: kill -> first data event of the continuation at the client (ms). */
   crashToLeg2: Summary;
-  /** Streams not on the killed engine: their largest inter-chunk gap (what the crash costs the others). */
+  /** Streams not on the killed engine: their largest inter-chunk gap in the 2 s after the kill (what the crash costs the others). */
   othersMaxGap: Summary;
   sidecar: {
     /** Decision log counts: TRIGGERED (failure detected), SUCCEEDED with leg 2 (continued), RECOVERY_REFUSED, BRAKE_OPEN. */
@@ -168,6 +168,10 @@ export interface CrashSummary {
     refusedLogged: number;
     brakeOpened: number;
     errorLines: number;
+    /** Kill -> TRIGGERED log line (failure detected by the sidecar), per stream (ms; the log's ms clock). */
+    detection: Summary;
+    /** Processes in the sidecar's tree (its default WORKERS: one per core, plus the cluster primary). */
+    processes: number;
     /** gateway_recovery_refusals_total by reason:phase. */
     refusals: Record<string, number>;
     /** Recoveries admitted (gateway_recovery_wait_seconds count, outcome=admitted), those that had to wait, timed out. */
@@ -178,9 +182,10 @@ export interface CrashSummary {
     queueWait: Summary;
     /** The same p99 read from the histogram: the upper bound of its bucket (s -> ms). */
     queueWaitP99BucketMs: number;
-    /** gateway_reprefills_in_flight_peak at the end; the largest gateway_reprefill_limit and gateway_recoveries_waiting polled every 100 ms. */
+    /** gateway_reprefills_in_flight_peak at the end; the largest gateway_reprefill_limit polled every 100 ms. */
     reprefillsInFlightMax: number;
     reprefillLimitMax: number;
+    /** Most recoveries waiting at once: from the RECOVERY_ADMITTED lines (each waited [time - waited_ms, time]). */
     waitingMax: number;
     /** gateway_recovery_latency_seconds: failure detected -> first byte of leg 2 (count, mean, p99 bucket bound). */
     recoveryLatency: { n: number; meanMs: number; p99BucketMs: number };
@@ -491,7 +496,8 @@ export function formatCrash(k: CrashSummary): string {
   const refusals = Object.entries(sc.refusals).map(([r, n]) => `${r} ${n}`).join(', ') || '0';
   return [
     `crash under load: ${k.streams} streams over ${k.engines} engine processes (answer ${k.answerTokens} tokens at ${k.tokensPerSecond} tokens/s), ` +
-      `${k.killed} SIGKILLed ${k.killedAtMs} ms after the first stream started (${k.streamingAtKill} streams streaming); sidecar on its default settings; node ${k.node}`,
+      `${k.killed} SIGKILLed ${k.killedAtMs} ms after the first stream started (${k.streamingAtKill} streams had their first delta); ` +
+      `sidecar on its default settings (${sc.processes} processes); node ${k.node}`,
     pad(
       [
         ['measure', 'value'],
@@ -499,12 +505,13 @@ export function formatCrash(k: CrashSummary): string {
         ['errors / wrong text', `${k.errors} / ${k.wrongText}${k.errorSamples.length ? ` (${k.errorSamples.join('; ')})` : ''}`],
         ['streams hit by the kill (client side) / completed', `${k.affected} / ${k.affectedComplete}`],
         ['crash -> first leg-2 delta at the client p50 / p99 / max (ms)', `${f1(k.crashToLeg2.p50)} / ${f1(k.crashToLeg2.p99)} / ${f1(k.crashToLeg2.max)}`],
-        ['largest gap of the other streams p50 / p99 (ms)', `${f1(k.othersMaxGap.p50)} / ${f1(k.othersMaxGap.p99)}`],
+        ['crash -> failure detected by the sidecar p50 / p99 (ms)', `${f1(sc.detection.p50)} / ${f1(sc.detection.p99)}`],
+        ['other streams: largest gap in the 2 s after the kill p50 / p99 (ms)', `${f1(k.othersMaxGap.p50)} / ${f1(k.othersMaxGap.p99)}`],
         ['failures detected / continued (decision logs)', `${sc.triggered} / ${sc.continued}`],
         ['recoveries admitted / waited for a slot / timed out', `${sc.admitted} / ${sc.waited} / ${sc.timedOut}`],
         ['queue wait p50 / p99 / max (ms)', `${f1(sc.queueWait.p50)} / ${f1(sc.queueWait.p99)} / ${f1(sc.queueWait.max)} (histogram p99 bucket <= ${f1(sc.queueWaitP99BucketMs)})`],
         ['re-prefills in flight max / limit', `${sc.reprefillsInFlightMax} / ${sc.reprefillLimitMax}`],
-        ['recoveries waiting max', String(sc.waitingMax)],
+        ['recoveries waiting at once, max', String(sc.waitingMax)],
         ['refusals / brake opened', `${refusals} / ${sc.brakeOpened}`],
         ['sidecar recovery latency (detected -> leg-2 first byte) mean / p99 bucket (ms)', `${f1(sc.recoveryLatency.meanMs)} / <= ${f1(sc.recoveryLatency.p99BucketMs)}`],
       ],
@@ -964,6 +971,8 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
   const [adminPort] = await freePorts(1);
   const decisions = new Map<string, number>();
   const loggedWaits: number[] = [];
+  const waitIntervals: Array<[number, number]> = [];
+  const triggeredAt: number[] = [];
   let errorLines = 0;
   const onLine = (line: string) => {
     if (/"level":(50|60)/.test(line)) errorLines++;
@@ -972,17 +981,21 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
       const rec = JSON.parse(line);
       const key = rec.decision === 'SUCCEEDED' || rec.decision === 'ATTEMPT' ? `${rec.decision}/${rec.leg}` : rec.decision;
       decisions.set(key, (decisions.get(key) ?? 0) + 1);
-      if (rec.decision === 'RECOVERY_ADMITTED' && typeof rec.waited_ms === 'number') loggedWaits.push(rec.waited_ms);
+      const at = Date.parse(rec.time);
+      if (rec.decision === 'TRIGGERED') triggeredAt.push(at);
+      if (rec.decision === 'RECOVERY_ADMITTED' && typeof rec.waited_ms === 'number') {
+        loggedWaits.push(rec.waited_ms);
+        waitIntervals.push([at - rec.waited_ms, at]);
+      }
     } catch {
       // not one of ours
     }
   };
   let gw: Gateway | undefined;
-  const polled = { limit: 0, waiting: 0, inFlight: 0 };
+  const polled = { limit: 0, inFlight: 0 };
   const scrape = async (): Promise<Sample[]> => {
-    const samples = parseMetrics(await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text());
+    const samples = parseMetrics(await (await fetch(`http://127.0.0.1:${adminPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text());
     polled.limit = Math.max(polled.limit, metricSum(samples, 'gateway_reprefill_limit'));
-    polled.waiting = Math.max(polled.waiting, metricSum(samples, 'gateway_recoveries_waiting'));
     polled.inFlight = Math.max(polled.inFlight, metricSum(samples, 'gateway_reprefills_in_flight'));
     return samples;
   };
@@ -1022,6 +1035,7 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
       await poller;
     }
     const samples = await scrape();
+    const processes = processTree(gw.sidecar.pid).length;
 
     // Client side.
     const t0 = Math.min(...res.streams.map((x) => x.startEpochMs));
@@ -1058,7 +1072,7 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
         if (best >= 0) crashToLeg2.push(s.events[best] - kill);
       } else if (!onVictim && s.firstDelta >= 0) {
         let g = 0;
-        for (let j = s.firstDelta + 1; j < s.events.length; j++) g = Math.max(g, s.events[j] - s.events[j - 1]);
+        for (let j = s.firstDelta + 1; j < s.events.length; j++) if (s.events[j] >= kill && s.events[j] < kill + 2000) g = Math.max(g, s.events[j] - s.events[j - 1]);
         othersMaxGap.push(g);
       }
     }
@@ -1070,6 +1084,11 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
     const refusals: Record<string, number> = {};
     for (const x of samples) if (x.name === 'gateway_recovery_refusals_total' && x.value > 0) refusals[`${x.labels.reason}:${x.labels.phase}`] = x.value;
     const latencyN = metricSum(samples, 'gateway_recovery_latency_seconds_count');
+    // Most waiting at once: sweep over the wait intervals (an end before a start at the same ms).
+    const edges = waitIntervals.flatMap(([a, b]): Array<[number, number]> => [[a, 1], [b, -1]]).sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+    let waiting = 0;
+    let waitingMax = 0;
+    for (const [, d] of edges) waitingMax = Math.max(waitingMax, (waiting += d));
     const summary: CrashSummary = {
       streams: res.streams.length,
       engines: o.crashEngines,
@@ -1093,6 +1112,8 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
         refusedLogged: decisions.get('RECOVERY_REFUSED') ?? 0,
         brakeOpened: decisions.get('BRAKE_OPEN') ?? 0,
         errorLines,
+        detection: roundSummary(summarize(sortedFloat64(triggeredAt.map((t) => t - killedAt)))),
+        processes,
         refusals,
         admitted,
         waited: loggedWaits.length,
@@ -1101,7 +1122,7 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
         queueWaitP99BucketMs: histogramQuantileBound(samples, 'gateway_recovery_wait_seconds', 0.99, { outcome: 'admitted' }) * 1000,
         reprefillsInFlightMax: Math.max(metricSum(samples, 'gateway_reprefills_in_flight_peak'), polled.inFlight),
         reprefillLimitMax: polled.limit,
-        waitingMax: polled.waiting,
+        waitingMax,
         recoveryLatency: {
           n: latencyN,
           meanMs: latencyN ? round((1000 * metricSum(samples, 'gateway_recovery_latency_seconds_sum')) / latencyN, 1) : NaN,
