@@ -1014,7 +1014,7 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
       log(`bench: crash under load: SIGKILL ${victim.name} (pid ${victim.pid}): ${why}`);
     };
     // Normally every stream streams long before this; if some never do, kill anyway halfway through the answers.
-    const fallback = setTimeout(() => kill('not every stream had its first delta: killed anyway'), o.rampMs + ((r + c) * tokenMs) / 2 + 5000);
+    const fallback = setTimeout(() => kill('not every stream had its first delta: killed anyway'), o.rampMs + ((r + c) * tokenMs) / 2 + 1000);
     let polling = true;
     const poller = (async () => {
       while (polling) {
@@ -1034,6 +1034,7 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
       polling = false;
       await poller;
     }
+    if (Number.isNaN(killedAt)) log('bench: crash under load: every stream ended before the kill (nothing measured: the target fails)');
     const samples = await scrape();
     const processes = processTree(gw.sidecar.pid).length;
 
@@ -1054,10 +1055,10 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
       const ok = clean && s.finishes === 1 && s.text === a.reasoningTokens.join('') + a.contentTokens.join('');
       if (ok) complete++;
       else if (clean) wrongText++;
-      const kill = killedAt - s.startEpochMs; // the kill on this stream's clock
-      if (s.firstDelta >= 0 && s.ttftMs <= kill) streamingAtKill++;
+      const killAt = killedAt - s.startEpochMs; // the kill on this stream's clock
+      if (s.firstDelta >= 0 && s.ttftMs <= killAt) streamingAtKill++;
       const onVictim = s.id?.startsWith(victimId) ?? false;
-      if (onVictim && s.firstDelta >= 0 && s.ttftMs <= kill && s.events[s.events.length - 1] > kill) {
+      if (onVictim && s.firstDelta >= 0 && s.ttftMs <= killAt && s.events[s.events.length - 1] > killAt) {
         affected++;
         if (ok) affectedComplete++;
         // The gap the crash opened: the largest one among those ending after the kill (a leg-1 chunk still in
@@ -1065,14 +1066,14 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
         let best = -1;
         let bestGap = -1;
         for (let j = s.firstDelta + 1; j < s.events.length; j++) {
-          if (s.events[j] < kill) continue;
+          if (s.events[j] < killAt) continue;
           const gap = s.events[j] - s.events[j - 1];
           if (gap > bestGap) [best, bestGap] = [j, gap];
         }
-        if (best >= 0) crashToLeg2.push(s.events[best] - kill);
+        if (best >= 0) crashToLeg2.push(s.events[best] - killAt);
       } else if (!onVictim && s.firstDelta >= 0) {
         let g = 0;
-        for (let j = s.firstDelta + 1; j < s.events.length; j++) if (s.events[j] >= kill && s.events[j] < kill + 2000) g = Math.max(g, s.events[j] - s.events[j - 1]);
+        for (let j = s.firstDelta + 1; j < s.events.length; j++) if (s.events[j] >= killAt && s.events[j] < killAt + 2000) g = Math.max(g, s.events[j] - s.events[j - 1]);
         othersMaxGap.push(g);
       }
     }
