@@ -21,9 +21,21 @@ export interface LoadSpec {
   maxStreams?: number;
   /** Hard cap for one stream (ms). */
   streamTimeoutMs?: number;
+  /**
+   * Each stream asks its own question: the user message of stream n is `${distinctPrompt} ${n}` (the fake
+   * engine's answer is a pure function of the conversation, so every stream has a different expected text).
+   */
+  distinctPrompt?: string;
+  /** Keep what each stream received: the reasoning + content text, the first chunk's id, the finish_reasons. */
+  collectText?: boolean;
+  /** Call onStreaming once this many streams have received their first delta. */
+  notifyStreaming?: number;
+  onStreaming?: () => void;
 }
 
 export interface StreamRecord {
+  /** Stream number in this run (the order in which streams started). */
+  n: number;
   /** Wall-clock time (epoch ms, fractional) at which the request was sent: `events` are relative to it. */
   startEpochMs: number;
   status: number;
@@ -40,6 +52,10 @@ export interface StreamRecord {
   finish: boolean;
   done: boolean;
   error?: string;
+  /** With collectText: the id of the first chunk, the reasoning + content text, the finish_reasons seen. */
+  id?: string;
+  text?: string;
+  finishes?: number;
 }
 
 export interface LoadResult {
@@ -65,9 +81,35 @@ export function streamError(rec: StreamRecord): string | undefined {
   return isError(rec);
 }
 
-async function oneStream(pool: Pool, spec: LoadSpec, n: number, body: string): Promise<StreamRecord> {
+/** The request body of stream n. */
+export function requestMessages(spec: Pick<LoadSpec, 'distinctPrompt'>, n: number): Array<{ role: string; content: string }> {
+  return [{ role: 'user', content: spec.distinctPrompt !== undefined ? `${spec.distinctPrompt} ${n}` : 'Benchmark: tell me about continuation.' }];
+}
+
+function requestBody(spec: LoadSpec, n: number): string {
+  return JSON.stringify({ model: 'bench-model', stream: true, messages: requestMessages(spec, n) });
+}
+
+/** Adds one data event's text, id and finish_reasons to the record (collectText). */
+function collect(rec: StreamRecord, data: string): void {
+  let j: any;
+  try {
+    j = JSON.parse(data);
+  } catch {
+    rec.error ??= `unparseable event: ${data.slice(0, 80)}`;
+    return;
+  }
+  if (rec.id === undefined && typeof j.id === 'string') rec.id = j.id;
+  for (const c of j.choices ?? []) {
+    const d = c.delta ?? {};
+    rec.text = (rec.text ?? '') + (d.reasoning_content ?? d.reasoning ?? '') + (d.content ?? '');
+    if (c.finish_reason) rec.finishes = (rec.finishes ?? 0) + 1;
+  }
+}
+
+async function oneStream(pool: Pool, spec: LoadSpec, n: number, body: string, onFirstDelta?: () => void): Promise<StreamRecord> {
   const t0 = performance.now();
-  const rec: StreamRecord = { startEpochMs: performance.timeOrigin + t0, status: 0, ttfbMs: -1, ttftMs: -1, totalMs: 0, bytes: 0, events: [], firstDelta: -1, deltas: 0, finish: false, done: false };
+  const rec: StreamRecord = { n, startEpochMs: performance.timeOrigin + t0, status: 0, ttfbMs: -1, ttftMs: -1, totalMs: 0, bytes: 0, events: [], firstDelta: -1, deltas: 0, finish: false, done: false };
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(new Error('stream timeout')), spec.streamTimeoutMs ?? 120_000);
   try {
@@ -100,10 +142,12 @@ async function oneStream(pool: Pool, spec: LoadSpec, n: number, body: string): P
           rec.error ??= `error event: ${data.slice(0, 160)}`;
           continue;
         }
+        if (spec.collectText) collect(rec, data);
         if (DELTA.test(data)) {
           if (rec.firstDelta < 0) {
             rec.firstDelta = rec.events.length - 1;
             rec.ttftMs = at;
+            onFirstDelta?.();
           }
           rec.deltas++;
         }
@@ -130,11 +174,11 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
     bodyTimeout: 120_000,
     keepAliveTimeout: 30_000,
   });
-  const body = JSON.stringify({
-    model: 'bench-model',
-    stream: true,
-    messages: [{ role: 'user', content: 'Benchmark: tell me about continuation.' }],
-  });
+  const body = spec.distinctPrompt === undefined ? requestBody(spec, 0) : undefined;
+  let streaming = 0;
+  const onFirstDelta = () => {
+    if (++streaming === spec.notifyStreaming) spec.onStreaming?.();
+  };
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const streams: StreamRecord[] = [];
@@ -145,7 +189,7 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
     // maxStreams set: exactly that many streams, whatever the duration; else closed loop until the deadline.
     while (spec.maxStreams ? started < spec.maxStreams : performance.now() - t0 < spec.durationMs) {
       const n = started++;
-      streams.push(await oneStream(pool, spec, n, body));
+      streams.push(await oneStream(pool, spec, n, body ?? requestBody(spec, n), onFirstDelta));
     }
   };
   await Promise.all(Array.from({ length: spec.concurrency }, (_, i) => worker(i)));
@@ -156,7 +200,8 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Child-process entry: { type: 'run', spec, faultPrefix? } -> { type: 'result', result } | { type: 'error' }.
+// Child-process entry: { type: 'run', spec, faultPrefix? } -> { type: 'result', result } | { type: 'error' }
+// (and { type: 'streaming', atEpochMs } first when spec.notifyStreaming is set).
 // Functions cannot cross IPC, so a per-stream fault script is described by data: `uniqueFault` (e.g.
 // "crash@30") becomes "crash@30;-" followed by n further ";-" entries, a value no other stream carries (the
 // fake engine consumes fault scripts per header value).
@@ -164,7 +209,7 @@ export async function runLoad(spec: LoadSpec): Promise<LoadResult> {
 
 export interface RunMessage {
   type: 'run';
-  spec: Omit<LoadSpec, 'headersFor'>;
+  spec: Omit<LoadSpec, 'headersFor' | 'onStreaming'>;
   uniqueFault?: string;
 }
 
@@ -180,6 +225,7 @@ if (require.main === module && process.send) {
     }
     if (m.type !== 'run') return;
     const spec: LoadSpec = { ...m.spec };
+    if (spec.notifyStreaming) spec.onStreaming = () => process.send?.({ type: 'streaming', atEpochMs: performance.timeOrigin + performance.now() });
     if (m.uniqueFault) {
       const fault = m.uniqueFault;
       spec.headersFor = (n) => ({ 'x-fake-fault': uniqueFaultHeader(fault, n) });

@@ -1,7 +1,8 @@
 // `npm run bench`: streaming load against the same fake engines (a) directly, (b) through Envoy's egress
 // listener (plain Envoy proxying, no ext_proc: same Envoy process and bootstrap), (c) through the full stack
 // (front listener -> ext_proc sidecar -> egress -> engines), at several concurrency levels; then a recovery
-// benchmark (replica killed mid-answer). Every actor is its own process: the generator (forked, IPC), the
+// benchmark (replica killed mid-answer) and a crash-under-load run (N streams over 4 engine processes, one
+// SIGKILLed once every stream is streaming, the sidecar on its default settings). Every actor is its own process: the generator (forked, IPC), the
 // engines (node dist/src/fake-engine/main.js), Envoy (startEnvoy) and the sidecar (node dist/src/main.js).
 //
 // Options (flag, or environment variable):
@@ -12,6 +13,10 @@
 //   --engines 2                BENCH_ENGINES        fake-engine processes behind Envoy's router tier
 //   --configs a,b,c            BENCH_CONFIGS        which configurations to run
 //   --recovery 50              BENCH_RECOVERY       streams in the recovery benchmark (0 = skip)
+//   --crash 500                BENCH_CRASH          streams in the crash-under-load run (0 = skip)
+//   --crash-engines 4          BENCH_CRASH_ENGINES  engine processes in that run (one of them is SIGKILLed)
+//   --crash-answer R,C         BENCH_CRASH_ANSWER   answer size in that run (default: --answer)
+//   --crash-only               BENCH_CRASH_ONLY=1   only the crash-under-load run (no levels, recovery, idle runs)
 //   --idle-streams 1000        BENCH_IDLE_STREAMS   open streams held idle for the memory measurement (0 = skip)
 //   --ramp-ms 1000             BENCH_RAMP_MS        stream starts spread over this long
 //   --pause-ms 1000            BENCH_PAUSE_MS       pause between two runs
@@ -27,7 +32,8 @@ import * as path from 'node:path';
 import { spawnManaged, startEnvoy, type ManagedChild, type RunningEnvoy } from '../../src/stack/envoy-process';
 import { freePorts } from '../../src/stack/ports';
 import { analyseProfile, formatProfile, type ProfileSummary } from './cpuprofile';
-import { streamError, type LoadResult, type LoadSpec, type RunMessage, type StreamRecord } from './generator';
+import { answerFor } from '../../src/fake-engine/answer';
+import { requestMessages, streamError, type LoadResult, type LoadSpec, type RunMessage, type StreamRecord } from './generator';
 import { TreeMeter, processTree, rssBytes } from './proc';
 import { cdfChart, cdfPoints, round, sortedFloat64, summarize, type ChartPanel, type Summary } from './stats';
 
@@ -50,6 +56,10 @@ export interface BenchOptions {
   engines: number;
   configs: ConfigName[];
   recovery: number;
+  /** Crash under load: streams, engine processes (one is killed), answer size "R,C". */
+  crash: number;
+  crashEngines: number;
+  crashAnswer: string;
   idleStreams: number;
   rampMs: number;
   /** Pause between two runs (ms) and the idle-CPU window before the first level (s; 0 = skip). */
@@ -126,6 +136,63 @@ export interface RecoverySummary {
   crashToLeg2: Summary;
 }
 
+/** Crash under load: what the clients received, and what the sidecar's /metrics and decision logs say. */
+export interface CrashSummary {
+  streams: number;
+  engines: number;
+  /** The engine process SIGKILLed, and when (ms after the first stream started). */
+  killed: string;
+  killedAtMs: number;
+  /** Streams that had received their first delta when the engine was killed (the kill waits for all of them). */
+  streamingAtKill: number;
+  answerTokens: string;
+  tokensPerSecond: number;
+  /** Status 200, one finish_reason, [DONE], no error event, the text identical to the engine's uninterrupted answer. */
+  complete: number;
+  completePercent: number;
+  errors: number;
+  errorSamples: string[];
+  /** Streams that ended cleanly but with another text or several finish_reasons (should be 0). */
+  wrongText: number;
+  /** Streams whose first leg ran on the killed engine and was still going at the kill (client side, by completion id). */
+  affected: number;
+  affectedComplete: number;
+  /** Per affected stream: kill -> first data event of the continuation at the client (ms). */
+  crashToLeg2: Summary;
+  /** Streams not on the killed engine: their largest inter-chunk gap in the 2 s after the kill (what the crash costs the others). */
+  othersMaxGap: Summary;
+  sidecar: {
+    /** Decision log counts: TRIGGERED (failure detected), SUCCEEDED with leg 2 (continued), RECOVERY_REFUSED, BRAKE_OPEN. */
+    triggered: number;
+    continued: number;
+    refusedLogged: number;
+    brakeOpened: number;
+    errorLines: number;
+    /** Kill -> TRIGGERED log line (failure detected by the sidecar), per stream (ms; the log's ms clock). */
+    detection: Summary;
+    /** Processes in the sidecar's tree (its default WORKERS: one per core, plus the cluster primary). */
+    processes: number;
+    /** gateway_recovery_refusals_total by reason:phase. */
+    refusals: Record<string, number>;
+    /** Recoveries admitted (gateway_recovery_wait_seconds count, outcome=admitted), those that had to wait, timed out. */
+    admitted: number;
+    waited: number;
+    timedOut: number;
+    /** Wait for a re-prefill slot per admitted recovery (ms): the RECOVERY_ADMITTED waited_ms, 0 for the others. */
+    queueWait: Summary;
+    /** The same p99 read from the histogram: the upper bound of its bucket (s -> ms). */
+    queueWaitP99BucketMs: number;
+    /** gateway_reprefills_in_flight_peak at the end; the largest gateway_reprefill_limit polled every 100 ms. */
+    reprefillsInFlightMax: number;
+    reprefillLimitMax: number;
+    /** Most recoveries waiting at once: from the RECOVERY_ADMITTED lines (each waited [time - waited_ms, time]). */
+    waitingMax: number;
+    /** gateway_recovery_latency_seconds: failure detected -> first byte of leg 2 (count, mean, p99 bucket bound). */
+    recoveryLatency: { n: number; meanMs: number; p99BucketMs: number };
+  };
+  node: string;
+}
+
 export interface BenchResult {
   startedAt: string;
   options: Omit<BenchOptions, 'log'>;
@@ -134,6 +201,7 @@ export interface BenchResult {
   idle?: { envoyCpuMsPerS: number; sidecarCpuMsPerS: number; sidecarProcesses: number };
   runs: RunSummary[];
   recovery?: RecoverySummary;
+  crash?: CrashSummary;
   idleMemory?: IdleMemory;
   profile?: ProfileSummary[];
   targets: Array<{ target: string; value: string; met: boolean | null }>;
@@ -151,7 +219,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     const a = argv[i];
     if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
     const key = a.slice(2);
-    if (key === 'cpu-prof' || key === 'no-docs') flags.set(key, '1');
+    if (key === 'cpu-prof' || key === 'no-docs' || key === 'crash-only') flags.set(key, '1');
     else {
       const v = argv[++i];
       if (v === undefined) throw new Error(`missing value for ${a}`);
@@ -164,14 +232,19 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   const configs = get('configs', 'BENCH_CONFIGS', 'a,b,c').split(',').map((s) => s.trim()) as ConfigName[];
   for (const c of configs) if (!['a', 'b', 'c'].includes(c)) throw new Error(`bad configuration ${c} (a, b or c)`);
   const truthy = (v: string | undefined) => v !== undefined && !['', '0', 'false', 'no'].includes(v.toLowerCase());
-  return {
+  const crashOnly = flags.has('crash-only') || truthy(env.BENCH_CRASH_ONLY);
+  const answerTokens = get('answer', 'BENCH_ANSWER_TOKENS', '50,50');
+  const o: BenchOptions = {
     levels: nums(get('levels', 'BENCH_LEVELS', '50,200,500,1000')),
     durationS: Number(get('duration', 'BENCH_DURATION_S', '6')),
     tokensPerSecond: Number(get('tps', 'BENCH_TOKENS_PER_S', '20')),
-    answerTokens: get('answer', 'BENCH_ANSWER_TOKENS', '50,50'),
+    answerTokens,
     engines: Number(get('engines', 'BENCH_ENGINES', '2')),
     configs,
     recovery: Number(get('recovery', 'BENCH_RECOVERY', '50')),
+    crash: Number(get('crash', 'BENCH_CRASH', '500')),
+    crashEngines: Number(get('crash-engines', 'BENCH_CRASH_ENGINES', '4')),
+    crashAnswer: get('crash-answer', 'BENCH_CRASH_ANSWER', answerTokens),
     idleStreams: Number(get('idle-streams', 'BENCH_IDLE_STREAMS', '1000')),
     rampMs: Number(get('ramp-ms', 'BENCH_RAMP_MS', '1000')),
     pauseMs: Number(get('pause-ms', 'BENCH_PAUSE_MS', '1000')),
@@ -181,6 +254,10 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     outDir: path.resolve(get('out', 'BENCH_OUT', path.join(ROOT, 'results', `bench-${stamp}`))),
     copyToDocs: !(flags.has('no-docs') || truthy(env.BENCH_NO_DOCS)),
   };
+  if (!/^\d+,\d+$/.test(o.crashAnswer)) throw new Error(`bad --crash-answer ${o.crashAnswer} (R,C)`);
+  if (o.crash > 0 && !(o.crashEngines >= 2)) throw new Error('--crash-engines must be at least 2 (one is killed, the others take over)');
+  if (crashOnly) Object.assign(o, { levels: [], recovery: 0, idleStreams: 0, idleS: 0, crash: o.crash > 0 ? o.crash : 500 });
+  return o;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -209,22 +286,44 @@ interface Gateway {
   stop(): Promise<void>;
 }
 
-async function startGateway(enginePorts: number[], o: BenchOptions, profileDir?: string): Promise<Gateway> {
+/**
+ * Settings the crash-under-load run must not inherit from the caller's environment: it measures what the
+ * sidecar's defaults do (recovery admission, brake, stall timers, log level).
+ */
+const TUNABLES = /^(RECOVERY_|MAX_RECOVERY_|STALL_|MAX_STALL_|LOG_LEVEL$|CONNECT_TIMEOUT|UPSTREAM_)/;
+
+interface GatewayOptions {
+  profileDir?: string;
+  /** The sidecar's default settings (no RECOVERY_* overrides, LOG_LEVEL info) instead of the bench's. */
+  defaults?: boolean;
+  /** A fixed admin port (/metrics); default: an ephemeral one nobody reads. */
+  adminPort?: number;
+  /** Every line the sidecar writes (its pino log). */
+  onLine?: (line: string) => void;
+}
+
+async function startGateway(enginePorts: number[], o: BenchOptions, g: GatewayOptions = {}): Promise<Gateway> {
+  const { profileDir } = g;
   const [listenPort, adminPort, egressPort, extProcPort] = await freePorts(4);
+  const inherited = g.defaults ? Object.fromEntries(Object.entries(process.env).filter(([k]) => !TUNABLES.test(k))) : process.env;
   const env: NodeJS.ProcessEnv = {
-    ...process.env,
+    ...inherited,
     DOWNSTREAM_URL: `http://127.0.0.1:${egressPort}`,
     PORT: String(extProcPort),
-    ADMIN_PORT: '0',
+    ADMIN_PORT: String(g.adminPort ?? 0),
     CONTINUATION_MODEL: 'generic',
-    LOG_LEVEL: 'warn',
-    // The recovery benchmark kills many streams at once; the default 20 % share would refuse most of them.
-    RECOVERY_BUDGET_PERCENT: '100',
-    RECOVERY_MAX_CONCURRENT: '100000',
+    ...(g.defaults
+      ? {}
+      : {
+          LOG_LEVEL: 'warn',
+          // The recovery benchmark kills many streams at once; the default 20 % share would queue most of them.
+          RECOVERY_BUDGET_PERCENT: '100',
+          RECOVERY_MAX_CONCURRENT: '100000',
+        }),
   };
   if (o.workers !== undefined) env.WORKERS = o.workers;
   const args = [...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []), path.join(DIST, 'src/main.js')];
-  const sidecar = spawnManaged(process.execPath, args, { name: 'sidecar', env, keepBytes: 50_000 });
+  const sidecar = spawnManaged(process.execPath, args, { name: 'sidecar', env, keepBytes: 50_000, onLine: g.onLine });
   await sidecar.waitForLine(/SIDECAR listening/, 20_000, 'SIDECAR listening');
   let envoy: RunningEnvoy;
   try {
@@ -235,6 +334,7 @@ async function startGateway(enginePorts: number[], o: BenchOptions, profileDir?:
       extProcHost: '127.0.0.1',
       extProcPort,
       routerTier: enginePorts.map((port) => ({ host: '127.0.0.1', port })),
+      // The sidecar's defaults (STALL_IDLE_TIMEOUT_SECONDS, MAX_STALL_SECONDS): Envoy's timers follow them.
       stallTimeoutSeconds: 20,
       maxStallSeconds: 300,
       logLevel: 'warn',
@@ -272,15 +372,22 @@ class Generator {
     return this.child.pid ?? -1;
   }
 
-  run(spec: Omit<LoadSpec, 'headersFor'>, uniqueFault?: string): Promise<LoadResult> {
+  /** `onStreaming`: called (with the generator's clock, epoch ms) once spec.notifyStreaming streams have had their first delta. */
+  run(spec: Omit<LoadSpec, 'headersFor' | 'onStreaming'>, uniqueFault?: string, onStreaming?: (atEpochMs: number) => void): Promise<LoadResult> {
     return new Promise((resolve, reject) => {
-      const onExit = (code: number | null) => reject(new Error(`generator exited (${code}) during a run`));
-      this.child.once('exit', onExit);
-      this.child.once('message', (m: any) => {
+      const onExit = (code: number | null) => {
+        this.child.off('message', onMessage);
+        reject(new Error(`generator exited (${code}) during a run`));
+      };
+      const onMessage = (m: any) => {
+        if (m?.type === 'streaming') return onStreaming?.(m.atEpochMs as number);
         this.child.off('exit', onExit);
+        this.child.off('message', onMessage);
         if (m?.type === 'result') resolve(m.result as LoadResult);
         else reject(new Error(`generator: ${m?.message ?? 'bad message'}`));
-      });
+      };
+      this.child.once('exit', onExit);
+      this.child.on('message', onMessage);
       const msg: RunMessage = { type: 'run', spec, uniqueFault };
       this.child.send(msg);
     });
@@ -384,7 +491,36 @@ function pad(rows: string[][], left = 2): string {
   return [line(rows[0]), rule, ...rows.slice(1).map(line)].join('\n');
 }
 
-export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idleMemory?: IdleMemory): string {
+export function formatCrash(k: CrashSummary): string {
+  const sc = k.sidecar;
+  const refusals = Object.entries(sc.refusals).map(([r, n]) => `${r} ${n}`).join(', ') || '0';
+  return [
+    `crash under load: ${k.streams} streams over ${k.engines} engine processes (answer ${k.answerTokens} tokens at ${k.tokensPerSecond} tokens/s), ` +
+      `${k.killed} SIGKILLed ${k.killedAtMs} ms after the first stream started (${k.streamingAtKill} streams had their first delta); ` +
+      `sidecar on its default settings (${sc.processes} processes); node ${k.node}`,
+    pad(
+      [
+        ['measure', 'value'],
+        ['streams completed (exact text, one finish_reason)', `${k.complete}/${k.streams} (${f2(k.completePercent)} %)`],
+        ['errors / wrong text', `${k.errors} / ${k.wrongText}${k.errorSamples.length ? ` (${k.errorSamples.join('; ')})` : ''}`],
+        ['streams hit by the kill (client side) / completed', `${k.affected} / ${k.affectedComplete}`],
+        ['crash -> first leg-2 delta at the client p50 / p99 / max (ms)', `${f1(k.crashToLeg2.p50)} / ${f1(k.crashToLeg2.p99)} / ${f1(k.crashToLeg2.max)}`],
+        ['crash -> failure detected by the sidecar p50 / p99 (ms)', `${f1(sc.detection.p50)} / ${f1(sc.detection.p99)}`],
+        ['other streams: largest gap in the 2 s after the kill p50 / p99 (ms)', `${f1(k.othersMaxGap.p50)} / ${f1(k.othersMaxGap.p99)}`],
+        ['failures detected / continued (decision logs)', `${sc.triggered} / ${sc.continued}`],
+        ['recoveries admitted / waited for a slot / timed out', `${sc.admitted} / ${sc.waited} / ${sc.timedOut}`],
+        ['queue wait p50 / p99 / max (ms)', `${f1(sc.queueWait.p50)} / ${f1(sc.queueWait.p99)} / ${f1(sc.queueWait.max)} (histogram p99 bucket <= ${f1(sc.queueWaitP99BucketMs)})`],
+        ['re-prefills in flight max / limit', `${sc.reprefillsInFlightMax} / ${sc.reprefillLimitMax}`],
+        ['recoveries waiting at once, max', String(sc.waitingMax)],
+        ['refusals / brake opened', `${refusals} / ${sc.brakeOpened}`],
+        ['sidecar recovery latency (detected -> leg-2 first byte) mean / p99 bucket (ms)', `${f1(sc.recoveryLatency.meanMs)} / <= ${f1(sc.recoveryLatency.p99BucketMs)}`],
+      ],
+      1,
+    ),
+  ].join('\n');
+}
+
+export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idleMemory?: IdleMemory, crash?: CrashSummary): string {
   const rows: string[][] = [[
     'streams', 'config', 'runs', 'errors', 'chunks', 'gap p50', 'gap p99', 'gap p99.9', 'gap max', 'TTFT p50', 'TTFT p99',
     'Envoy CPU ms/1k', 'sidecar CPU ms/1k', 'engines CPU ms/1k', 'sidecar RSS idle->peak MiB', 'sidecar KiB/stream',
@@ -404,7 +540,7 @@ export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idl
       r.config === 'c' && r.steady ? f2(r.steady.sidecarMsPerStream) : '-',
     ]);
   }
-  const out = [pad(rows)];
+  const out = runs.length ? [pad(rows)] : [];
   const levels = [...new Set(runs.map((r) => r.level))];
   const cmp: string[][] = [['streams', 'p50 a', 'p50 b', 'p50 c', 'p50 c/b', 'p50 c-b', 'p99 a', 'p99 b', 'p99 c', 'p99 c/b', 'p99 c-b', 'steady p99 b', 'steady p99 c', 'steady p99 c-b']];
   for (const l of levels) {
@@ -432,6 +568,10 @@ export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idl
         `crash -> first leg2 delta at the client p50 ${f1(recovery.crashToLeg2.p50)} / p99 ${f1(recovery.crashToLeg2.p99)} / max ${f1(recovery.crashToLeg2.max)} ms`,
     );
   }
+  if (crash) {
+    if (out.length) out.push('');
+    out.push(formatCrash(crash));
+  }
   if (idleMemory) {
     out.push('');
     out.push(
@@ -443,8 +583,19 @@ export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idl
   return out.join('\n');
 }
 
-function evaluateTargets(runs: RunSummary[], answerBodyBytes: number, idleMemory?: IdleMemory): BenchResult['targets'] {
+function evaluateTargets(runs: RunSummary[], answerBodyBytes: number, idleMemory?: IdleMemory, crash?: CrashSummary): BenchResult['targets'] {
   const t: BenchResult['targets'] = [];
+  if (crash) {
+    const sc = crash.sidecar;
+    t.push({
+      target: `crash under load: ${crash.streams} streams over ${crash.engines} replicas, one SIGKILLed, default settings: 100 % of streams complete`,
+      value:
+        `${crash.complete}/${crash.streams} (${f2(crash.completePercent)} %); crash -> first leg-2 delta p50 ${f1(crash.crashToLeg2.p50)} / p99 ${f1(crash.crashToLeg2.p99)} ms (${crash.affected} streams hit); ` +
+        `queue wait p99 ${f1(sc.queueWait.p99)} ms; re-prefills in flight max ${sc.reprefillsInFlightMax} (limit ${sc.reprefillLimitMax}); refusals ${Object.values(sc.refusals).reduce((a, b) => a + b, 0)}`,
+      met: crash.complete === crash.streams && crash.affected > 0,
+    });
+  }
+  if (!runs.length) return t;
   const at = (l: number, c: ConfigName) => runs.find((r) => r.level === l && r.config === c);
   const b500 = at(500, 'b');
   const c500 = at(500, 'c');
@@ -496,119 +647,131 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
   const profileDir = o.cpuProf ? path.join(o.outDir, 'profile') : undefined;
   if (profileDir) fs.mkdirSync(profileDir, { recursive: true });
 
-  log(`bench: ${o.engines} engine processes at ${o.tokensPerSecond} tokens/s (token-ms ${round(tokenMs, 2)}), answer ${o.answerTokens}, levels ${o.levels.join(',')}, configs ${o.configs.join(',')}, ${o.durationS} s per level`);
-  const engines = await startEngines(o.engines, tokenMs, 'engine');
-  const enginePorts = (engines as Array<ManagedChild & { port?: number }>).map((e) => e.port as number);
-  const stops: Array<() => Promise<unknown>> = [async () => Promise.all(engines.map((e) => e.stop()))];
+  const stops: Array<() => Promise<unknown>> = [];
   let gw: Gateway | undefined;
   let gen: Generator | undefined;
   const runs: RunSummary[] = [];
   let recovery: RecoverySummary | undefined;
+  let crash: CrashSummary | undefined;
   let idleMemory: IdleMemory | undefined;
   let profile: ProfileSummary[] | undefined;
   let idle: BenchResult['idle'];
+  const mainStack = o.levels.length > 0 || o.idleS > 0 || (o.idleStreams > 0 && o.configs.includes('c')) || o.recovery > 0;
   try {
-    gw = await startGateway(enginePorts, o, profileDir);
-    const g = gw;
-    stops.unshift(() => g.stop());
     gen = await Generator.start();
     const generator = gen;
-    log(`bench: Envoy pid ${g.envoy.pid} (front ${g.frontUrl}, egress ${g.egressUrl}), sidecar pid ${g.sidecar.pid}, engines ${enginePorts.join(',')}, generator pid ${generator.pid}`);
-    const urls: Record<ConfigName, string[]> = {
-      a: enginePorts.map((p) => `http://127.0.0.1:${p}`),
-      b: [g.egressUrl],
-      c: [g.frontUrl],
-    };
-    // Warm-up: a few streams through every path (JIT, connection pools).
-    for (const c of o.configs) for (const url of urls[c]) await generator.run({ url, concurrency: 20, durationMs: 0, maxStreams: 60, rampMs: 200, headers: { ...headers, 'x-fake-answer-tokens': '5,5' } });
+    if (mainStack) {
+      log(`bench: ${o.engines} engine processes at ${o.tokensPerSecond} tokens/s (token-ms ${round(tokenMs, 2)}), answer ${o.answerTokens}, levels ${o.levels.join(',')}, configs ${o.configs.join(',')}, ${o.durationS} s per level; node ${process.version}`);
+      const engines = await startEngines(o.engines, tokenMs, 'engine');
+      const enginePorts = (engines as Array<ManagedChild & { port?: number }>).map((e) => e.port as number);
+      stops.push(async () => Promise.all(engines.map((e) => e.stop())));
+      gw = await startGateway(enginePorts, o, { profileDir });
+      const g = gw;
+      stops.unshift(() => g.stop());
+      log(`bench: Envoy pid ${g.envoy.pid} (front ${g.frontUrl}, egress ${g.egressUrl}), sidecar pid ${g.sidecar.pid}, engines ${enginePorts.join(',')}, generator pid ${generator.pid}`);
+      const urls: Record<ConfigName, string[]> = {
+        a: enginePorts.map((p) => `http://127.0.0.1:${p}`),
+        b: [g.egressUrl],
+        c: [g.frontUrl],
+      };
+      // Warm-up: a few streams through every path (JIT, connection pools).
+      for (const c of o.configs) for (const url of urls[c]) await generator.run({ url, concurrency: 20, durationMs: 0, maxStreams: 60, rampMs: 200, headers: { ...headers, 'x-fake-answer-tokens': '5,5' } });
 
-    // Idle cost (timers, health checks): 3 s with no traffic, reported in CPU ms per second.
-    if (o.idleS > 0) {
-      const idleMeters = { envoy: new TreeMeter(() => [g.envoy.pid]), sidecar: new TreeMeter(() => [g.sidecar.pid]) };
-      Object.values(idleMeters).forEach((m) => m.start());
-      await sleep(o.idleS * 1000);
-      idle = { envoyCpuMsPerS: round(idleMeters.envoy.stop().cpuMs / o.idleS, 1), sidecarCpuMsPerS: round(idleMeters.sidecar.stop().cpuMs / o.idleS, 1), sidecarProcesses: idleMeters.sidecar.processes };
-      log(`bench: idle CPU ms/s: Envoy ${idle.envoyCpuMsPerS}, sidecar ${idle.sidecarCpuMsPerS} (${idle.sidecarProcesses} processes)`);
-    }
+      // Idle cost (timers, health checks): 3 s with no traffic, reported in CPU ms per second.
+      if (o.idleS > 0) {
+        const idleMeters = { envoy: new TreeMeter(() => [g.envoy.pid]), sidecar: new TreeMeter(() => [g.sidecar.pid]) };
+        Object.values(idleMeters).forEach((m) => m.start());
+        await sleep(o.idleS * 1000);
+        idle = { envoyCpuMsPerS: round(idleMeters.envoy.stop().cpuMs / o.idleS, 1), sidecarCpuMsPerS: round(idleMeters.sidecar.stop().cpuMs / o.idleS, 1), sidecarProcesses: idleMeters.sidecar.processes };
+        log(`bench: idle CPU ms/s: Envoy ${idle.envoyCpuMsPerS}, sidecar ${idle.sidecarCpuMsPerS} (${idle.sidecarProcesses} processes)`);
+      }
 
-    // Before the load levels: their garbage would leave heap room that idle streams could fill unseen.
-    if (o.idleStreams > 0 && o.configs.includes('c')) {
-      idleMemory = await runIdleMemory(o, generator, g, headers, log);
-      await sleep(o.pauseMs);
-    }
-
-    for (const level of o.levels) {
-      for (const config of o.configs) {
-        const meters = {
-          envoy: new TreeMeter(() => [g.envoy.pid]),
-          sidecar: new TreeMeter(() => [g.sidecar.pid]),
-          engines: new TreeMeter(() => engines.map((e) => e.pid)),
-          generator: new TreeMeter(() => [generator.pid]),
-        };
-        Object.values(meters).forEach((m) => m.start());
-        // (a) has one URL per engine process: split the streams over them (what Envoy's balancer does for b, c).
-        const targets = urls[config];
-        const share = (i: number) => Math.floor(level / targets.length) + (i < level % targets.length ? 1 : 0);
-        const t0 = performance.now();
-        const window = steadyWindow(o, meters);
-        const results = await Promise.all(
-          targets.map((url, i) =>
-            // Several URLs need several generator runs; one generator handles one run at a time, so (a) with
-            // several engines uses extra short-lived generators.
-            i === 0
-              ? generator.run({ url, concurrency: share(i), durationMs: o.durationS * 1000, rampMs: o.rampMs, headers })
-              : Generator.start().then(async (extra) => {
-                  try {
-                    return await extra.run({ url, concurrency: share(i), durationMs: o.durationS * 1000, rampMs: o.rampMs, headers });
-                  } finally {
-                    await extra.stop();
-                  }
-                }),
-          ),
-        );
-        const wallMs = performance.now() - t0;
-        const steadyCpu = await window.done;
-        const m = Object.fromEntries(Object.entries(meters).map(([k, v]) => [k, v.stop()])) as Record<keyof typeof meters, ReturnType<TreeMeter['stop']>>;
-        const streams = results.flatMap((r) => r.streams);
-        const gaps = sortedFloat64(gapsOf(streams));
-        const chunks = streams.reduce((s, r) => s + r.events.length, 0);
-        const errs = errorsOf(streams);
-        const gapSum = summarize(gaps);
-        const per1k = (ms: number) => (chunks ? (ms * 1000) / chunks : NaN);
-        const run: RunSummary = {
-          config,
-          level,
-          streams: streams.length,
-          errors: errs.count,
-          errorSamples: errs.samples,
-          chunks,
-          bytes: streams.reduce((s, r) => s + r.bytes, 0),
-          wallMs: Math.round(wallMs),
-          gaps: roundSummary(gapSum),
-          addedP50: round(gapSum.p50 - tokenMs, 3),
-          addedP99: round(gapSum.p99 - tokenMs, 3),
-          ttft: roundSummary(summarize(sortedFloat64(streams.filter((s) => s.ttftMs >= 0).map((s) => s.ttftMs)))),
-          total: roundSummary(summarize(sortedFloat64(streams.map((s) => s.totalMs)))),
-          cdf: cdfPoints(gaps),
-          cpuMs: { envoy: Math.round(m.envoy.cpuMs), sidecar: Math.round(m.sidecar.cpuMs), engines: Math.round(m.engines.cpuMs), generator: Math.round(m.generator.cpuMs + results.slice(1).reduce((s, r) => s + r.cpuMs, 0)) },
-          cpuPer1kChunks: { envoy: round(per1k(m.envoy.cpuMs), 2), sidecar: round(per1k(m.sidecar.cpuMs), 2), engines: round(per1k(m.engines.cpuMs), 2) },
-          rss: { envoyIdle: m.envoy.idleRss, envoyPeak: m.envoy.peakRss, sidecarIdle: m.sidecar.idleRss, sidecarPeak: m.sidecar.peakRss },
-          sidecarBytesPerStream: Math.round((m.sidecar.peakRss - m.sidecar.idleRss) / level),
-          steady: steadyCpu ? steadySummary(steadyCpu, streams, m.sidecar.cpuMs) : undefined,
-          sidecarProcesses: m.sidecar.processes,
-        };
-        runs.push(run);
-        log(
-          `bench: ${level} streams ${CONFIG_LABEL[config]}: ${run.streams} streams, ${run.errors} errors${errs.samples.length ? ` (${errs.samples.join('; ')})` : ''}, ` +
-            `gap p50 ${f1(run.gaps.p50)} p99 ${f1(run.gaps.p99)} ms, CPU ms envoy ${run.cpuMs.envoy} sidecar ${run.cpuMs.sidecar} engines ${run.cpuMs.engines} generator ${run.cpuMs.generator}, ${run.wallMs} ms`,
-        );
+      // Before the load levels: their garbage would leave heap room that idle streams could fill unseen.
+      if (o.idleStreams > 0 && o.configs.includes('c')) {
+        idleMemory = await runIdleMemory(o, generator, g, headers, log);
         await sleep(o.pauseMs);
       }
+
+      for (const level of o.levels) {
+        for (const config of o.configs) {
+          const meters = {
+            envoy: new TreeMeter(() => [g.envoy.pid]),
+            sidecar: new TreeMeter(() => [g.sidecar.pid]),
+            engines: new TreeMeter(() => engines.map((e) => e.pid)),
+            generator: new TreeMeter(() => [generator.pid]),
+          };
+          Object.values(meters).forEach((m) => m.start());
+          // (a) has one URL per engine process: split the streams over them (what Envoy's balancer does for b, c).
+          const targets = urls[config];
+          const share = (i: number) => Math.floor(level / targets.length) + (i < level % targets.length ? 1 : 0);
+          const t0 = performance.now();
+          const window = steadyWindow(o, meters);
+          const results = await Promise.all(
+            targets.map((url, i) =>
+              // Several URLs need several generator runs; one generator handles one run at a time, so (a) with
+              // several engines uses extra short-lived generators.
+              i === 0
+                ? generator.run({ url, concurrency: share(i), durationMs: o.durationS * 1000, rampMs: o.rampMs, headers })
+                : Generator.start().then(async (extra) => {
+                    try {
+                      return await extra.run({ url, concurrency: share(i), durationMs: o.durationS * 1000, rampMs: o.rampMs, headers });
+                    } finally {
+                      await extra.stop();
+                    }
+                  }),
+            ),
+          );
+          const wallMs = performance.now() - t0;
+          const steadyCpu = await window.done;
+          const m = Object.fromEntries(Object.entries(meters).map(([k, v]) => [k, v.stop()])) as Record<keyof typeof meters, ReturnType<TreeMeter['stop']>>;
+          const streams = results.flatMap((r) => r.streams);
+          const gaps = sortedFloat64(gapsOf(streams));
+          const chunks = streams.reduce((s, r) => s + r.events.length, 0);
+          const errs = errorsOf(streams);
+          const gapSum = summarize(gaps);
+          const per1k = (ms: number) => (chunks ? (ms * 1000) / chunks : NaN);
+          const run: RunSummary = {
+            config,
+            level,
+            streams: streams.length,
+            errors: errs.count,
+            errorSamples: errs.samples,
+            chunks,
+            bytes: streams.reduce((s, r) => s + r.bytes, 0),
+            wallMs: Math.round(wallMs),
+            gaps: roundSummary(gapSum),
+            addedP50: round(gapSum.p50 - tokenMs, 3),
+            addedP99: round(gapSum.p99 - tokenMs, 3),
+            ttft: roundSummary(summarize(sortedFloat64(streams.filter((s) => s.ttftMs >= 0).map((s) => s.ttftMs)))),
+            total: roundSummary(summarize(sortedFloat64(streams.map((s) => s.totalMs)))),
+            cdf: cdfPoints(gaps),
+            cpuMs: { envoy: Math.round(m.envoy.cpuMs), sidecar: Math.round(m.sidecar.cpuMs), engines: Math.round(m.engines.cpuMs), generator: Math.round(m.generator.cpuMs + results.slice(1).reduce((s, r) => s + r.cpuMs, 0)) },
+            cpuPer1kChunks: { envoy: round(per1k(m.envoy.cpuMs), 2), sidecar: round(per1k(m.sidecar.cpuMs), 2), engines: round(per1k(m.engines.cpuMs), 2) },
+            rss: { envoyIdle: m.envoy.idleRss, envoyPeak: m.envoy.peakRss, sidecarIdle: m.sidecar.idleRss, sidecarPeak: m.sidecar.peakRss },
+            sidecarBytesPerStream: Math.round((m.sidecar.peakRss - m.sidecar.idleRss) / level),
+            steady: steadyCpu ? steadySummary(steadyCpu, streams, m.sidecar.cpuMs) : undefined,
+            sidecarProcesses: m.sidecar.processes,
+          };
+          runs.push(run);
+          log(
+            `bench: ${level} streams ${CONFIG_LABEL[config]}: ${run.streams} streams, ${run.errors} errors${errs.samples.length ? ` (${errs.samples.join('; ')})` : ''}, ` +
+              `gap p50 ${f1(run.gaps.p50)} p99 ${f1(run.gaps.p99)} ms, CPU ms envoy ${run.cpuMs.envoy} sidecar ${run.cpuMs.sidecar} engines ${run.cpuMs.engines} generator ${run.cpuMs.generator}, ${run.wallMs} ms`,
+          );
+          await sleep(o.pauseMs);
+        }
+      }
+
+      if (o.recovery > 0) recovery = await runRecovery(o, generator, tokenMs, log);
+      const problems = g.sidecar.logs().split('\n').filter((l) => /"level":(50|60)/.test(l));
+      if (problems.length) log(`bench: the sidecar logged ${problems.length} error lines, e.g.\n${problems.slice(0, 5).join('\n')}`);
+      // The crash run has its own stack: this one's processes go first (their idle cost would be noise there).
+      for (const stop of stops.splice(0)) await stop().catch(() => undefined);
     }
 
-    if (o.recovery > 0) recovery = await runRecovery(o, generator, tokenMs, log);
-    const problems = g.sidecar.logs().split('\n').filter((l) => /"level":(50|60)/.test(l));
-    if (problems.length) log(`bench: the sidecar logged ${problems.length} error lines, e.g.\n${problems.slice(0, 5).join('\n')}`);
+    if (o.crash > 0) {
+      if (mainStack) await sleep(o.pauseMs);
+      crash = await runCrash(o, generator, log);
+    }
   } finally {
     await gen?.stop().catch(() => undefined);
     for (const s of stops) await s().catch(() => undefined);
@@ -623,8 +786,8 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
     } else log(`bench: no .cpuprofile written in ${profileDir}`);
   }
 
-  const table = formatTables(runs, recovery, idleMemory);
-  const targets = evaluateTargets(runs, requestBodyBytes, idleMemory);
+  const table = formatTables(runs, recovery, idleMemory, crash);
+  const targets = evaluateTargets(runs, requestBodyBytes, idleMemory, crash);
   const result: BenchResult = {
     startedAt,
     options: { ...o, log: undefined } as Omit<BenchOptions, 'log'>,
@@ -633,6 +796,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
     idle,
     runs,
     recovery,
+    crash,
     idleMemory,
     profile,
     targets,
@@ -640,7 +804,10 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
     outDir: o.outDir,
   };
   fs.writeFileSync(path.join(o.outDir, 'results.json'), `${JSON.stringify(result, null, 1)}\n`);
-  fs.writeFileSync(path.join(o.outDir, 'table.md'), `${table}\n\n${formatTargets(targets)}\n`);
+  const machine = `node ${result.machine.node}, ${result.machine.cpus} CPUs (${result.machine.cpuModel}), ${result.machine.memGiB} GiB, load average at start ${loadAvgAtStart.join(' ')}`;
+  fs.writeFileSync(path.join(o.outDir, 'table.md'), `${machine}\n\n${table}\n\n${formatTargets(targets)}\n`);
+  // No load level ran (--crash-only): no chart, and docs/bench/latest.svg stays as it is.
+  if (runs.length === 0) return result;
   const panels: ChartPanel[] = o.levels.map((level) => ({
     title: `${level} concurrent streams`,
     series: runs.filter((r) => r.level === level).map((r) => ({
@@ -722,7 +889,7 @@ async function runRecovery(o: BenchOptions, generator: Generator, tokenMs: numbe
   const port = (engine as ManagedChild & { port?: number }).port as number;
   let gw: Gateway | undefined;
   try {
-    gw = await startGateway([port], { ...o, workers: o.workers });
+    gw = await startGateway([port], o);
     const res = await generator.run(
       { url: gw.frontUrl, concurrency: o.recovery, durationMs: 1, rampMs: o.rampMs, maxStreams: o.recovery, headers: { 'x-fake-answer-tokens': o.answerTokens } },
       'crash@30',
@@ -745,6 +912,237 @@ async function runRecovery(o: BenchOptions, generator: Generator, tokenMs: numbe
   } finally {
     await gw?.stop().catch(() => undefined);
     await engine.stop();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Crash under load
+// ---------------------------------------------------------------------------------------------------------------
+
+interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+/** Prometheus text format -> samples (no HELP/TYPE lines). */
+export function parseMetrics(text: string): Sample[] {
+  const out: Sample[] = [];
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line.trim());
+    if (!m) continue;
+    const labels: Record<string, string> = {};
+    for (const l of (m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2];
+    out.push({ name: m[1], labels, value: Number(m[3]) });
+  }
+  return out;
+}
+
+const metricSum = (samples: Sample[], name: string, labels: Record<string, string> = {}) =>
+  samples.filter((x) => x.name === name && Object.entries(labels).every(([k, v]) => x.labels[k] === v)).reduce((sum, x) => sum + x.value, 0);
+
+/** The upper bound (`le`) of the bucket that holds quantile q of a histogram (summed over the other labels); NaN when empty. */
+export function histogramQuantileBound(samples: Sample[], name: string, q: number, labels: Record<string, string> = {}): number {
+  const byLe = new Map<number, number>();
+  for (const x of samples) {
+    if (x.name !== `${name}_bucket` || !Object.entries(labels).every(([k, v]) => x.labels[k] === v)) continue;
+    const le = x.labels.le === '+Inf' ? Infinity : Number(x.labels.le);
+    byLe.set(le, (byLe.get(le) ?? 0) + x.value);
+  }
+  const bounds = [...byLe.entries()].sort((a, b) => a[0] - b[0]);
+  const total = bounds.length ? bounds[bounds.length - 1][1] : 0;
+  if (!total) return NaN;
+  return bounds.find(([, cum]) => cum >= q * total)?.[0] ?? Infinity;
+}
+
+/**
+ * Crash under load, on its own stack with the sidecar's DEFAULT settings: o.crash streams (each with its own
+ * prompt, so each has its own expected text) over o.crashEngines engine processes; once every stream has had
+ * its first delta, one engine is SIGKILLed. From the client side: streams complete and byte-identical to the
+ * engine's uninterrupted answer (answerFor), and for each stream the kill hit, the time from the kill to the
+ * first data event of its continuation. From the sidecar: /metrics (polled, and read at the end) and its
+ * decision log lines.
+ */
+async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) => void): Promise<CrashSummary> {
+  const tokenMs = 1000 / o.tokensPerSecond;
+  const [r, c] = o.crashAnswer.split(',').map(Number);
+  const engines = await startEngines(o.crashEngines, tokenMs, 'crash-engine');
+  const ports = (engines as Array<ManagedChild & { port?: number }>).map((e) => e.port as number);
+  const [adminPort] = await freePorts(1);
+  const decisions = new Map<string, number>();
+  const loggedWaits: number[] = [];
+  const waitIntervals: Array<[number, number]> = [];
+  const triggeredAt: number[] = [];
+  let errorLines = 0;
+  const onLine = (line: string) => {
+    if (/"level":(50|60)/.test(line)) errorLines++;
+    if (!line.includes('"decision"')) return;
+    try {
+      const rec = JSON.parse(line);
+      const key = rec.decision === 'SUCCEEDED' || rec.decision === 'ATTEMPT' ? `${rec.decision}/${rec.leg}` : rec.decision;
+      decisions.set(key, (decisions.get(key) ?? 0) + 1);
+      const at = Date.parse(rec.time);
+      if (rec.decision === 'TRIGGERED') triggeredAt.push(at);
+      if (rec.decision === 'RECOVERY_ADMITTED' && typeof rec.waited_ms === 'number') {
+        loggedWaits.push(rec.waited_ms);
+        waitIntervals.push([at - rec.waited_ms, at]);
+      }
+    } catch {
+      // not one of ours
+    }
+  };
+  let gw: Gateway | undefined;
+  const polled = { limit: 0, inFlight: 0 };
+  const scrape = async (): Promise<Sample[]> => {
+    const samples = parseMetrics(await (await fetch(`http://127.0.0.1:${adminPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text());
+    polled.limit = Math.max(polled.limit, metricSum(samples, 'gateway_reprefill_limit'));
+    polled.inFlight = Math.max(polled.inFlight, metricSum(samples, 'gateway_reprefills_in_flight'));
+    return samples;
+  };
+  try {
+    gw = await startGateway(ports, o, { defaults: true, adminPort, onLine });
+    const url = gw.frontUrl;
+    log(`bench: crash under load: ${o.crash} streams over ${o.crashEngines} engine processes (${ports.join(',')}), sidecar on its defaults (admin :${adminPort}), answer ${o.crashAnswer} at ${o.tokensPerSecond} tokens/s`);
+    // Warm-up (JIT, connection pools): short answers, no fault.
+    await generator.run({ url, concurrency: 20, durationMs: 0, maxStreams: 40, rampMs: 200, headers: { 'x-fake-answer-tokens': '5,5' } });
+    const victim = engines[1];
+    let killedAt = NaN;
+    const kill = (why: string) => {
+      if (!Number.isNaN(killedAt)) return;
+      killedAt = performance.timeOrigin + performance.now();
+      victim.child.kill('SIGKILL');
+      log(`bench: crash under load: SIGKILL ${victim.name} (pid ${victim.pid}): ${why}`);
+    };
+    // Normally every stream streams long before this; if some never do, kill anyway halfway through the answers.
+    const fallback = setTimeout(() => kill('not every stream had its first delta: killed anyway'), o.rampMs + ((r + c) * tokenMs) / 2 + 1000);
+    let polling = true;
+    const poller = (async () => {
+      while (polling) {
+        await scrape().catch(() => undefined);
+        await sleep(100);
+      }
+    })();
+    let res: LoadResult;
+    try {
+      res = await generator.run(
+        { url, concurrency: o.crash, durationMs: 1, maxStreams: o.crash, rampMs: o.rampMs, headers: { 'x-fake-answer-tokens': o.crashAnswer }, distinctPrompt: 'Crash under load: stream', collectText: true, notifyStreaming: o.crash, streamTimeoutMs: 180_000 },
+        undefined,
+        () => kill(`all ${o.crash} streams have had their first delta`),
+      );
+    } finally {
+      clearTimeout(fallback);
+      polling = false;
+      await poller;
+    }
+    if (Number.isNaN(killedAt)) log('bench: crash under load: every stream ended before the kill (nothing measured: the target fails)');
+    const samples = await scrape();
+    const processes = processTree(gw.sidecar.pid).length;
+
+    // Client side.
+    const t0 = Math.min(...res.streams.map((x) => x.startEpochMs));
+    const victimId = `chatcmpl-${victim.name}-`;
+    const errs = errorsOf(res.streams);
+    let complete = 0;
+    let wrongText = 0;
+    let affected = 0;
+    let affectedComplete = 0;
+    let streamingAtKill = 0;
+    const crashToLeg2: number[] = [];
+    const othersMaxGap: number[] = [];
+    for (const s of res.streams) {
+      const a = answerFor(requestMessages({ distinctPrompt: 'Crash under load: stream' }, s.n), { reasoning: r, content: c });
+      const clean = !streamError(s);
+      const ok = clean && s.finishes === 1 && s.text === a.reasoningTokens.join('') + a.contentTokens.join('');
+      if (ok) complete++;
+      else if (clean) wrongText++;
+      const killAt = killedAt - s.startEpochMs; // the kill on this stream's clock
+      if (s.firstDelta >= 0 && s.ttftMs <= killAt) streamingAtKill++;
+      const onVictim = s.id?.startsWith(victimId) ?? false;
+      if (onVictim && s.firstDelta >= 0 && s.ttftMs <= killAt && s.events[s.events.length - 1] > killAt) {
+        affected++;
+        if (ok) affectedComplete++;
+        // The gap the crash opened: the largest one among those ending after the kill (a leg-1 chunk still in
+        // flight at the kill may arrive just after it); its end is the continuation's first data event.
+        let best = -1;
+        let bestGap = -1;
+        for (let j = s.firstDelta + 1; j < s.events.length; j++) {
+          if (s.events[j] < killAt) continue;
+          const gap = s.events[j] - s.events[j - 1];
+          if (gap > bestGap) [best, bestGap] = [j, gap];
+        }
+        if (best >= 0) crashToLeg2.push(s.events[best] - killAt);
+      } else if (!onVictim && s.firstDelta >= 0) {
+        let g = 0;
+        for (let j = s.firstDelta + 1; j < s.events.length; j++) if (s.events[j] >= killAt && s.events[j] < killAt + 2000) g = Math.max(g, s.events[j] - s.events[j - 1]);
+        othersMaxGap.push(g);
+      }
+    }
+
+    // Sidecar side.
+    const admitted = metricSum(samples, 'gateway_recovery_wait_seconds_count', { outcome: 'admitted' });
+    const timedOut = metricSum(samples, 'gateway_recovery_wait_seconds_count', { outcome: 'timed-out' });
+    const waits = [...loggedWaits, ...new Array(Math.max(0, admitted - loggedWaits.length)).fill(0)];
+    const refusals: Record<string, number> = {};
+    for (const x of samples) if (x.name === 'gateway_recovery_refusals_total' && x.value > 0) refusals[`${x.labels.reason}:${x.labels.phase}`] = x.value;
+    const latencyN = metricSum(samples, 'gateway_recovery_latency_seconds_count');
+    // Most waiting at once: sweep over the wait intervals (an end before a start at the same ms).
+    const edges = waitIntervals.flatMap(([a, b]): Array<[number, number]> => [[a, 1], [b, -1]]).sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+    let waiting = 0;
+    let waitingMax = 0;
+    for (const [, d] of edges) waitingMax = Math.max(waitingMax, (waiting += d));
+    const summary: CrashSummary = {
+      streams: res.streams.length,
+      engines: o.crashEngines,
+      killed: victim.name,
+      killedAtMs: Math.round(killedAt - t0),
+      streamingAtKill,
+      answerTokens: o.crashAnswer,
+      tokensPerSecond: o.tokensPerSecond,
+      complete,
+      completePercent: round((100 * complete) / Math.max(1, res.streams.length), 2),
+      errors: errs.count,
+      errorSamples: errs.samples,
+      wrongText,
+      affected,
+      affectedComplete,
+      crashToLeg2: roundSummary(summarize(sortedFloat64(crashToLeg2))),
+      othersMaxGap: roundSummary(summarize(sortedFloat64(othersMaxGap))),
+      sidecar: {
+        triggered: decisions.get('TRIGGERED') ?? 0,
+        continued: decisions.get('SUCCEEDED/2') ?? 0,
+        refusedLogged: decisions.get('RECOVERY_REFUSED') ?? 0,
+        brakeOpened: decisions.get('BRAKE_OPEN') ?? 0,
+        errorLines,
+        detection: roundSummary(summarize(sortedFloat64(triggeredAt.map((t) => t - killedAt)))),
+        processes,
+        refusals,
+        admitted,
+        waited: loggedWaits.length,
+        timedOut,
+        queueWait: roundSummary(summarize(sortedFloat64(waits))),
+        queueWaitP99BucketMs: histogramQuantileBound(samples, 'gateway_recovery_wait_seconds', 0.99, { outcome: 'admitted' }) * 1000,
+        reprefillsInFlightMax: Math.max(metricSum(samples, 'gateway_reprefills_in_flight_peak'), polled.inFlight),
+        reprefillLimitMax: polled.limit,
+        waitingMax,
+        recoveryLatency: {
+          n: latencyN,
+          meanMs: latencyN ? round((1000 * metricSum(samples, 'gateway_recovery_latency_seconds_sum')) / latencyN, 1) : NaN,
+          p99BucketMs: histogramQuantileBound(samples, 'gateway_recovery_latency_seconds', 0.99) * 1000,
+        },
+      },
+      node: process.version,
+    };
+    const sc = summary.sidecar;
+    log(
+      `bench: crash under load: ${summary.complete}/${summary.streams} complete (${summary.completePercent} %), ${summary.errors} errors${errs.samples.length ? ` (${errs.samples.join('; ')})` : ''}, ${wrongText} wrong text; ` +
+        `${affected} streams on ${victim.name} (${affectedComplete} complete), crash -> first leg-2 delta p50 ${f1(summary.crashToLeg2.p50)} p99 ${f1(summary.crashToLeg2.p99)} ms; ` +
+        `sidecar: ${sc.triggered} triggered, ${sc.continued} continued, ${sc.admitted} admitted (${sc.waited} waited, ${sc.timedOut} timed out), queue wait p99 ${f1(sc.queueWait.p99)} ms, ` +
+        `re-prefills in flight max ${sc.reprefillsInFlightMax} (limit ${sc.reprefillLimitMax}), refusals ${JSON.stringify(refusals)}`,
+    );
+    return summary;
+  } finally {
+    await gw?.stop().catch(() => undefined);
+    await Promise.all(engines.map((e) => e.stop()));
   }
 }
 

@@ -1,7 +1,8 @@
 // Keeps `npm run bench` from rotting: the same code path at toy scale (2 levels of a few streams for ~2 s, a
-// recovery run of 3 streams, 20 idle streams for the memory figures) must produce the table with the three configurations, the JSON and the chart,
-// without a single stream error. Timings are NOT asserted: this machine's 2 cores are shared with the other
-// suites.
+// recovery run of 3 streams, 20 idle streams for the memory figures, a crash-under-load run of 20 streams over
+// 4 engine processes) must produce the table with the three configurations, the JSON and the chart, without a
+// single stream error. Timings are NOT asserted: this machine's 2 cores are shared with the other suites (the
+// benchmark itself checks the speed targets).
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -17,7 +18,7 @@ describe('benchmark smoke (npm run bench at toy scale)', () => {
   beforeAll(async () => {
     out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-smoke-'));
     const o = parseOptions(
-      ['--levels', '10,20', '--duration', '2', '--tps', '50', '--answer', '5,10', '--engines', '1', '--recovery', '3', '--idle-streams', '20', '--ramp-ms', '200', '--pause-ms', '200', '--idle-s', '0', '--out', out, '--no-docs'],
+      ['--levels', '10,20', '--duration', '2', '--tps', '50', '--answer', '5,10', '--engines', '1', '--recovery', '3', '--crash', '20', '--crash-answer', '5,75', '--idle-streams', '20', '--ramp-ms', '200', '--pause-ms', '200', '--idle-s', '0', '--out', out, '--no-docs'],
       {},
     );
     result = await runBench({ ...o, log: (l) => lines.push(l) });
@@ -57,6 +58,30 @@ describe('benchmark smoke (npm run bench at toy scale)', () => {
     expect(result.recovery?.complete).toBe(3);
   });
 
+  it('crash under load: one of 4 engine processes SIGKILLed under 20 streams, sidecar defaults: every stream complete, measured from both sides', () => {
+    const k = result.crash;
+    expect(k).toBeDefined();
+    expect({ complete: k?.complete, errors: k?.errors, samples: k?.errorSamples, wrongText: k?.wrongText }).toEqual({ complete: 20, errors: 0, samples: [], wrongText: 0 });
+    expect(k?.completePercent).toBe(100);
+    expect(k?.streamingAtKill).toBe(20);
+    expect(k?.engines).toBe(4);
+    // The kill hit the streams of one engine, each continued once; the client saw each continuation start.
+    expect(k?.affected).toBeGreaterThan(0);
+    expect(k?.affectedComplete).toBe(k?.affected);
+    expect(k?.crashToLeg2.n).toBe(k?.affected);
+    expect(k?.sidecar.continued).toBe(k?.affected);
+    expect(k?.sidecar.admitted).toBeGreaterThanOrEqual(k?.affected ?? Infinity);
+    expect(k?.sidecar.queueWait.n).toBe(k?.sidecar.admitted);
+    expect(k?.sidecar.timedOut).toBe(0);
+    expect(k?.sidecar.refusals).toEqual({});
+    // Defaults: 20 streams -> max(3, ceil(20 % of 20)) = 4 re-prefills at once.
+    expect(k?.sidecar.reprefillsInFlightMax).toBeGreaterThan(0);
+    expect(k?.sidecar.reprefillsInFlightMax).toBeLessThanOrEqual(4);
+    expect(k?.node).toBe(process.version);
+    expect(result.table).toContain('crash under load:');
+    expect(result.targets.find((t) => t.target.startsWith('crash under load'))?.met).toBe(true);
+  });
+
   it('measures memory per idle stream, by RSS and after GC', () => {
     expect(result.idleMemory?.errors).toBe(0);
     expect(result.idleMemory?.kibPerStream).toEqual(expect.any(Number));
@@ -72,6 +97,8 @@ describe('benchmark smoke (npm run bench at toy scale)', () => {
   it('writes the JSON, the table and the SVG chart', () => {
     const json = JSON.parse(fs.readFileSync(path.join(out, 'results.json'), 'utf8'));
     expect(json.runs).toHaveLength(6);
+    expect(json.machine.node).toBe(process.version);
+    expect(json.crash.streams).toBe(20);
     expect(fs.readFileSync(path.join(out, 'table.md'), 'utf8')).toContain('| config |');
     const svg = fs.readFileSync(path.join(out, 'gaps-cdf.svg'), 'utf8');
     expect(svg.startsWith('<svg')).toBe(true);
