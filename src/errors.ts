@@ -1,8 +1,25 @@
-// The one builder for every error body the gateway itself answers a client with (the interruption event
-// inside a stream is src/recovery/interruption.ts). Stable codes, OpenAI's error shape, the request id, and
+// Errors with stable codes (undici's style: `code` never changes once published, `name` is the class), and
+// the one builder for every error body the gateway itself answers a client with (the interruption event inside
+// a stream uses the same builder: src/recovery/interruption.ts). OpenAI's error shape, the request id, and
 // whether retrying the same request makes sense.
 
-export type ClientErrorCode = 'router_unreachable' | 'upstream_timeout' | 'upstream_failed' | 'recovery_unavailable' | 'gateway_shutdown';
+/** Base of the gateway's own errors: `code` is `GW_ERR_<WHAT>`, `name` the class name. */
+export abstract class GatewayError extends Error {
+  abstract readonly code: `GW_ERR_${string}`;
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+export type ClientErrorCode =
+  | 'router_unreachable'
+  | 'upstream_timeout'
+  | 'upstream_failed'
+  | 'recovery_unavailable'
+  | 'gateway_shutdown'
+  | 'gateway_error'
+  | 'upstream_decode_interrupted';
 
 export interface ClientError {
   code: ClientErrorCode;
@@ -11,14 +28,28 @@ export interface ClientError {
   retryable: boolean;
   /** The gateway's reason, for logs and dashboards (e.g. attempts-exhausted, recovery-brake-open). */
   reason?: string;
+  /** Fields of the interruption contract (partial_output, delivered_output_tokens) and the like. */
+  extra?: Record<string, unknown>;
 }
 
+/** `{"error": {...}}` as an object (for an SSE event) ... */
+export function clientErrorPayload(e: ClientError): { error: Record<string, unknown> } {
+  return {
+    error: {
+      code: e.code,
+      message: e.message,
+      type: 'server_error',
+      request_id: e.requestId ?? null,
+      ...e.extra,
+      retryable: e.retryable,
+      ...(e.reason ? { reason: e.reason } : {}),
+    },
+  };
+}
+
+/** ... and as the body of an HTTP answer. */
 export function clientErrorBody(e: ClientError): Buffer {
-  return Buffer.from(
-    JSON.stringify({
-      error: { message: e.message, type: 'server_error', code: e.code, request_id: e.requestId ?? null, retryable: e.retryable, ...(e.reason ? { reason: e.reason } : {}) },
-    }),
-  );
+  return Buffer.from(JSON.stringify(clientErrorPayload(e)));
 }
 
 /** Response headers of such an answer; `Retry-After` in whole seconds when a retry makes sense. */

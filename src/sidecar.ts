@@ -7,7 +7,7 @@
 // deadline), then everything closes.
 import * as grpc from '@grpc/grpc-js';
 import type { GatewayConfig } from './config/env';
-import { ClientStream } from './extproc/client-stream';
+import { ProcessorStream } from './extproc/processor-stream';
 import { HealthStatus, healthServiceDefinition } from './extproc/health';
 import { extProcServiceDefinition } from './extproc/proto';
 import { startAdminServer } from './obs/admin-server';
@@ -79,7 +79,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
   server.addService(extProcServiceDefinition(), {
     Process(call: grpc.ServerDuplexStream<any, any>) {
       let exchange: RequestExchange | null = null;
-      const client = new ClientStream(call, {
+      const client = new ProcessorStream(call, {
         onRequestHeaders: (h, eos) => exchange!.onRequestHeaders(h, eos),
         onRequestBody: (b, eos) => exchange!.onRequestBody(b, eos),
         onRequestTrailers: () => exchange!.onRequestTrailers(),

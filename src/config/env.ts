@@ -3,6 +3,7 @@
 // (modelsphere/continuation_gateway) so a deployment can switch without renaming anything.
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
+import { GatewayError } from '../errors';
 
 const bool = (def: boolean) =>
   z
@@ -177,8 +178,8 @@ export interface GatewayConfig {
   readonly logLevel: string;
 }
 
-export class ConfigError extends Error {
-  readonly code = 'GATEWAY_CONFIG_INVALID';
+export class ConfigError extends GatewayError {
+  readonly code = 'GW_ERR_CONFIG_INVALID';
   constructor(readonly problems: string[]) {
     super(problems.join('\n'));
   }

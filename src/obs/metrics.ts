@@ -11,7 +11,7 @@ export interface LiveState {
 export class Metrics {
   readonly registry = new Registry();
   private readonly requests: Counter<'scope' | 'reason'>;
-  private readonly interruptions: Counter<'reason' | 'phase'>;
+  private readonly legFailures: Counter<'reason' | 'phase'>;
   private readonly recoveries: Counter<'kind' | 'outcome'>;
   private readonly legs: Counter;
   private readonly interruptionEvents: Counter<'reason'>;
@@ -26,7 +26,7 @@ export class Metrics {
   constructor(live?: () => LiveState, draining?: () => boolean) {
     const registers = [this.registry];
     this.requests = new Counter({ name: 'gateway_requests_total', help: 'Chat requests by scope decision (originated, or passthrough with its reason).', labelNames: ['scope', 'reason'], registers });
-    this.interruptions = new Counter({ name: 'gateway_interruptions_total', help: 'Upstream failures of a leg1 attempt, by failure kind and phase (prefill: before the first delta, decode: after).', labelNames: ['reason', 'phase'], registers });
+    this.legFailures = new Counter({ name: 'gateway_interruptions_total', help: 'Upstream failures of a leg1 attempt, by failure kind and phase (prefill: before the first delta, decode: after).', labelNames: ['reason', 'phase'], registers });
     this.recoveries = new Counter({ name: 'gateway_recoveries_total', help: 'Recoveries by kind (retry, continuation) and outcome (started, succeeded, failed).', labelNames: ['kind', 'outcome'], registers });
     this.legs = new Counter({ name: 'gateway_legs_total', help: 'Upstream legs opened (leg1 attempts and continuation legs).', registers });
     this.interruptionEvents = new Counter({ name: 'gateway_interruption_events_total', help: 'Interruption events sent to clients, by reason.', labelNames: ['reason'], registers });
@@ -47,14 +47,16 @@ export class Metrics {
     else this.requests.inc({ scope: decision.slice(0, i), reason: decision.slice(i + 1) });
   }
 
-  interruption(reason: string, phase: 'prefill' | 'decode'): void {
-    this.interruptions.inc({ reason, phase });
+  /** A leg 1 attempt failed (reset, stall, ...), before (prefill) or after (decode) the first delta. */
+  legFailure(reason: string, phase: 'prefill' | 'decode'): void {
+    this.legFailures.inc({ reason, phase });
   }
 
   recovery(kind: 'retry' | 'continuation', outcome: 'started' | 'succeeded' | 'failed'): void {
     this.recoveries.inc({ kind, outcome });
   }
 
+  /** The interruption event was sent to a client. */
   interruptionEvent(reason: string): void {
     this.interruptionEvents.inc({ reason });
   }

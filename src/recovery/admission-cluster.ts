@@ -27,7 +27,7 @@ export class AdmissionHub {
   /** Per worker: streams it reported, tickets waiting, slots held (by the worker's request id). */
   private readonly workers = new Map<number, { streams: number; waiting: Map<number, AdmissionTicket>; held: Map<number, ReprefillSlot> }>();
 
-  constructor(private readonly makeAuthority: (activeStreams: () => number) => AdmissionAuthority) {
+  constructor(makeAuthority: (activeStreams: () => number) => AdmissionAuthority) {
     this.authority = makeAuthority(() => {
       let n = 0;
       for (const w of this.workers.values()) n += w.streams;

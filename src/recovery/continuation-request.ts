@@ -1,17 +1,17 @@
 // Builds the leg2 request body (reference server.py attempt_continuation): the original request plus a
 // final assistant message holding the delivered text, sent as a continuation of that message. Leg2 is a
 // new generation conditioned on what the client already has, not a migration of the replica's state.
+import { isObject } from '../openai/chat';
 import { classifyCase, familyFor, needsThinkingDisabled, type CaseKind } from './prefix-builders';
-import { estimateRecovered, type Recovered } from './token-estimate';
+import { estimateRecoveredTokens, type RecoveredTokens } from './token-estimate';
 
 export type Leg2Plan =
-  | { kind: 'send'; body: any; recovered: Recovered; case: CaseKind; budgetFields: string[] }
-  | { kind: 'skip'; reason: 'budget-exhausted' | 'tool-call-seen' | 'no-recoverable-content'; recovered?: Recovered };
+  | { kind: 'send'; body: any; recovered: RecoveredTokens; case: CaseKind; budgetFields: string[] }
+  | { kind: 'skip'; reason: 'budget-exhausted' | 'tool-call-seen' | 'no-recoverable-content'; recovered?: RecoveredTokens };
 
 // Same order as the reference: when a client sets both, max_tokens' value is the one reduced.
 const BUDGET_FIELDS = ['max_tokens', 'max_completion_tokens'] as const;
 
-const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 // Engines accept an integer or its decimal string (pydantic lax mode); anything else gives NaN.
 const budgetValue = (v: unknown): number => (typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN);
@@ -19,7 +19,7 @@ const budgetValue = (v: unknown): number => (typeof v === 'number' ? v : typeof 
 export function planContinuationRequest(
   original: any,
   state: { reasoning: string; content: string; toolCallsSeen: boolean },
-  cfg: { continuationModel: string; engine: 'sglang' | 'vllm'; rates: { cjk: number; other: number }; recovered?: Recovered },
+  cfg: { continuationModel: string; engine: 'sglang' | 'vllm'; rates: { cjk: number; other: number }; recovered?: RecoveredTokens },
 ): Leg2Plan {
   // The two exclusions the reference makes before attempting (guarded()): a tool call the client has
   // seen cannot be continued (continue_final_message has no "tool call in progress" state), and with no
@@ -28,7 +28,7 @@ export function planContinuationRequest(
   if (kase === 'tool-call-seen' || kase === 'no-recoverable-content') return { kind: 'skip', reason: kase };
 
   // An exact count (TOKENIZE_URL) when the caller has one, else the reference's character estimate.
-  const recovered = cfg.recovered ?? estimateRecovered(original, state.reasoning, state.content, cfg.rates);
+  const recovered = cfg.recovered ?? estimateRecoveredTokens(original, state.reasoning, state.content, cfg.rates);
 
   // Only the budget fields the client set are reduced; none is invented when the client set none (no
   // limit means no limit on leg2 either). Both get the same remaining value, as in the reference, so the

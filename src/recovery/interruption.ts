@@ -1,6 +1,7 @@
 // The interruption contract: when part of an answer was delivered and the gateway cannot (or may not)
 // continue it, the stream ends with ONE machine-readable error event and [DONE], never with a silent close
 // or a truncated stream that looks complete. OpenAI-compatible clients raise this as an APIError.
+import { clientErrorPayload } from '../errors';
 
 export interface InterruptionInfo {
   requestId: string | undefined;
@@ -13,20 +14,16 @@ export const INTERRUPTION_CODE = 'upstream_decode_interrupted';
 
 export function interruptionPayload(i: InterruptionInfo): object {
   const partial = i.partialOutput ?? true;
-  return {
-    error: {
-      code: INTERRUPTION_CODE,
-      message: partial
-        ? `The model replica failed after part of the answer was delivered, and the gateway could not continue it (${i.reason}). The delivered output is incomplete.`
-        : `The model replica failed before any output was delivered (${i.reason}).`,
-      type: 'server_error',
-      request_id: i.requestId ?? null,
-      partial_output: partial,
-      delivered_output_tokens: i.deliveredOutputTokens,
-      retryable: false,
-      reason: i.reason,
-    },
-  };
+  return clientErrorPayload({
+    code: INTERRUPTION_CODE,
+    message: partial
+      ? `The model replica failed after part of the answer was delivered, and the gateway could not continue it (${i.reason}). The delivered output is incomplete.`
+      : `The model replica failed before any output was delivered (${i.reason}).`,
+    requestId: i.requestId,
+    extra: { partial_output: partial, delivered_output_tokens: i.deliveredOutputTokens },
+    retryable: false,
+    reason: i.reason,
+  });
 }
 
 export function interruptionEvent(i: InterruptionInfo): Buffer {

@@ -1,7 +1,8 @@
 // Rewrites one parsed leg2 chunk so the client keeps seeing leg1's stream (reference usage.py
 // rewrite_leg2_line): leg2 is a new request, so the engine gives it a new completion id; it may land on
 // another engine kind that names the reasoning field differently; and its usage must be corrected.
-import type { Recovered } from './token-estimate';
+import { isObject } from '../openai/chat';
+import type { RecoveredTokens } from './token-estimate';
 import { correctUsage } from './usage';
 
 export type ReasoningField = 'reasoning_content' | 'reasoning';
@@ -11,11 +12,10 @@ export interface Leg2RewriteOptions {
   responseId: string | null;
   /** The reasoning field name leg1 used; null when leg1 showed no reasoning (then names pass unchanged). */
   reasoningField: ReasoningField | null;
-  recovered: Recovered;
+  recovered: RecoveredTokens;
   multimodal: boolean;
 }
 
-const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
 const OTHER: Record<ReasoningField, ReasoningField> = { reasoning_content: 'reasoning', reasoning: 'reasoning_content' };
 
 /** Pure: returns a new chunk (copying only what changes); the input is never mutated. */

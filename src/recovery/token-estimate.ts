@@ -1,6 +1,7 @@
 // Token counts by character estimation, as the reference gateway's usage.py: no /v1/tokenize call (not
 // every engine supports it with messages, and a second dependency on the downstream would be a new way to
 // fail). Billing here is addition-only and accepts a small deviation.
+import { isObject } from '../openai/chat';
 
 // CJK ranges of the reference (_CJK_RE): kana, CJK ext. A, CJK unified, Hangul syllables, CJK compat.
 // CJK characters encode far denser in BPE vocabularies, so they are counted with their own rate.
@@ -15,7 +16,6 @@ export function estimateTokens(text: string, cjkCharsPerToken: number, otherChar
   return Math.ceil(cjk / cjkCharsPerToken + (codePoints - cjk) / otherCharsPerToken);
 }
 
-const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 // Python's json.dumps(value, ensure_ascii=False) spelling (", " and ": " separators), so the tools schema
 // weighs the same number of characters as in the reference.
@@ -73,7 +73,7 @@ export function hasMultimodalContent(payload: any): boolean {
   );
 }
 
-export interface Recovered {
+export interface RecoveredTokens {
   promptTokens: number;
   reasoningTokens: number;
   contentTokens: number;
@@ -82,7 +82,7 @@ export interface Recovered {
 }
 
 /** Reference estimate_recovered_tokens: the original prompt, and the reasoning/content delivered by leg1. */
-export function estimateRecovered(payload: any, reasoning: string, content: string, rates: { cjk: number; other: number }): Recovered {
+export function estimateRecoveredTokens(payload: any, reasoning: string, content: string, rates: { cjk: number; other: number }): RecoveredTokens {
   const est = (t: string) => estimateTokens(t, rates.cjk, rates.other);
   const reasoningTokens = est(reasoning);
   const contentTokens = est(content);

@@ -14,17 +14,17 @@
 // estimate (the reference saw ~12 estimated for a 60k-token image prompt), so leg2's real count is used
 // minus the estimate of the prefix it contains. cached_tokens was measured against leg2's larger prompt;
 // it is kept strictly below prompt_tokens so the bill never shows a fully cached (or over-cached) prompt.
-import type { Recovered } from './token-estimate';
+import { isObject } from '../openai/chat';
+import type { RecoveredTokens } from './token-estimate';
 
 const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
-const isObject = (v: unknown): v is Record<string, any> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /**
  * Returns a new usage object. Unlike the reference, which rebuilds usage from five known keys, every other
  * key leg2 reported is kept as is: the client should see the shape its engine emits (vLLM's
  * completion_tokens_details, prompt_tokens_details: null, ...), only with corrected numbers.
  */
-export function correctUsage(usage: any, recovered: Recovered, multimodal: boolean): any {
+export function correctUsage(usage: any, recovered: RecoveredTokens, multimodal: boolean): any {
   const leg2 = isObject(usage) ? usage : {};
   const promptTokens = multimodal ? Math.max(0, num(leg2.prompt_tokens) - recovered.totalRecovered) : recovered.promptTokens;
   const completionTokens = num(leg2.completion_tokens) + recovered.totalRecovered;

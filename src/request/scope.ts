@@ -1,6 +1,7 @@
 // Decides from the raw request body whether a chat request gets continuation coverage (reference
 // server.py should_intervene). Out of scope means: forwarded untouched, exactly as without the gateway.
 // When in doubt, out of scope: a wrong "no" costs one unrecovered crash, a wrong "yes" can break a stream.
+import type { ChatRequest } from '../openai/chat';
 import { z } from 'zod';
 import { hasMultimodalContent } from '../recovery/token-estimate';
 
@@ -16,7 +17,7 @@ export type ScopeSkipReason =
   | 'multiple-choices';
 
 export type ScopeDecision =
-  | { inScope: true; payload: any; multimodal: boolean; bodyBytes: number; structured: boolean }
+  | { inScope: true; payload: ChatRequest; multimodal: boolean; bodyBytes: number; structured: boolean }
   | { inScope: false; reason: ScopeSkipReason; detail?: string };
 
 // Validation only: the result is discarded and the parsed payload is what we keep, so nothing the client

@@ -62,7 +62,6 @@ export class StreamTracker {
   toolCallsSeen = false;
   finishReason: string | null = null;
   doneSeen = false;
-  error: unknown = null;
   id: string | null = null;
   model: string | null = null;
   malformed = 0;
@@ -113,7 +112,6 @@ export class StreamTracker {
   apply(o: ObservedEvent): void {
     if (o.kind === 'done') this.doneSeen = true;
     else if (o.kind === 'malformed') this.malformed++;
-    else if (o.kind === 'error') this.error = o.json.error;
     if (o.kind !== 'chunk') return;
     const j = o.json;
     if (this.id === null && typeof j.id === 'string') this.id = j.id;

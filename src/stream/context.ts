@@ -1,6 +1,7 @@
 // What every request shares inside one sidecar process: frozen config, the upstream client, recovery
 // admission, the stream count, the logger, the metrics and the drain flag.
 import type { GatewayConfig } from '../config/env';
+import type { ChatRequest } from '../openai/chat';
 import type { Logger } from '../obs/logger';
 import type { RecoveryAdmission } from '../recovery/admission';
 import type { UpstreamClient } from '../upstream/client';
@@ -19,4 +20,15 @@ export interface GatewayContext {
   readonly drain: { draining: boolean };
   /** Originated responses in flight, so a drain deadline can end them with the interruption event. */
   readonly inFlight: Set<{ shutdown(): void }>;
+}
+
+/** An in-scope request, as the scope decision accepted it (request-exchange.ts). */
+export interface InScopeRequest {
+  path: string;
+  clientHeaders: Record<string, string>;
+  rawBody: Buffer;
+  payload: ChatRequest;
+  multimodal: boolean;
+  /** response_format json_*: held whole until finish (BUFFER_STRUCTURED_OUTPUT), re-run on failure. */
+  structured: boolean;
 }

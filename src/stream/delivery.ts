@@ -1,27 +1,26 @@
 // The client side of an originated response. Before the commit point (the first delta) everything is held
-// back, headers included: a failed attempt can then be dropped and re-run without the client seeing a
-// byte of it. After the commit point bytes go straight out, with gRPC backpressure respected.
-import type { ClientStream } from '../extproc/client-stream';
+// back, headers included: a failed attempt can then be dropped and re-run without the client seeing a byte
+// of it. After the commit point bytes go straight out, with gRPC backpressure respected. The request's state
+// machine (originated-response.ts) decides when to commit; `committed` is read-only for everyone else.
+import type { ProcessorStream } from '../extproc/processor-stream';
 
 export class Delivery {
-  committed = false;
-  ended = false;
-  /** Bytes handed to Envoy for the client. */
-  bytesDelivered = 0;
+  private isCommitted = false;
+  private ended = false;
   private held: Buffer[] = [];
   /** Bytes held back before the commit point (bounded by the caller: MAX_HELD_BYTES). */
   heldBytes = 0;
   private headers: { status: number; headers: Record<string, string> } | null = null;
 
-  constructor(private readonly client: ClientStream) {}
+  constructor(private readonly stream: ProcessorStream) {}
 
-  get clientGone(): boolean {
-    return this.client.isClosed && !this.ended;
+  get committed(): boolean {
+    return this.isCommitted;
   }
 
   /** Response headers of the current attempt; sent at commit. A retried attempt replaces them. */
   setHeaders(status: number, headers: Record<string, string>): void {
-    if (!this.committed) this.headers = { status, headers };
+    if (!this.isCommitted) this.headers = { status, headers };
   }
 
   hold(buf: Buffer): void {
@@ -37,44 +36,40 @@ export class Delivery {
 
   /** Forget what a failed attempt produced (nothing of it reached the client). */
   discardAttempt(): void {
-    this.held = [];
-    this.heldBytes = 0;
+    this.discardHeldBody();
     this.headers = null;
   }
 
+  /** Sends the held headers and events. Called by the state machine at the commit point (and by end()). */
   async commit(): Promise<void> {
-    if (this.committed) return;
-    this.committed = true;
+    if (this.isCommitted) return;
+    this.isCommitted = true;
     const h = this.headers ?? { status: 200, headers: { 'content-type': 'text/event-stream' } };
-    this.client.sendResponseHeaders(h.status, h.headers);
+    this.stream.sendResponseHeaders(h.status, h.headers);
     const held = this.held;
-    this.held = [];
-    this.heldBytes = 0;
+    this.discardHeldBody();
     if (held.length) await this.write(Buffer.concat(held));
   }
 
   /** Delivers (or, before the commit point, holds) bytes; a promise is returned only under backpressure. */
   write(buf: Buffer): Promise<void> | undefined {
-    if (!this.committed) {
+    if (!this.isCommitted) {
       this.hold(buf);
       return undefined;
     }
     if (this.ended || buf.length === 0) return undefined;
-    this.bytesDelivered += buf.length;
-    return this.client.sendResponseBody(buf, false);
+    return this.stream.sendResponseBody(buf, false);
   }
 
-  /** Ends the response (commits first if needed). The last message carries bytes when it can. */
+  /** Ends the response (sending the headers first if needed). The last message carries bytes when it can. */
   async end(tail?: Buffer): Promise<void> {
     if (this.ended) return;
-    if (!this.committed) await this.commit();
+    if (!this.isCommitted) await this.commit();
     this.ended = true;
-    const last = tail ?? Buffer.alloc(0);
-    this.bytesDelivered += last.length;
-    await this.client.sendResponseBody(last, true);
+    await this.stream.sendResponseBody(tail ?? Buffer.alloc(0), true);
   }
 
-  /** A complete non-streamed answer (error statuses, passthrough of a non-200). */
+  /** A complete non-streamed answer (error statuses, passthrough of a non-200), before anything was sent. */
   async respond(status: number, headers: Record<string, string>, body: Buffer): Promise<void> {
     this.headers = { status, headers };
     this.held = [];
@@ -85,10 +80,8 @@ export class Delivery {
   reset(reason: string): void {
     if (this.ended) return;
     this.ended = true;
-    if (!this.committed) {
-      // Nothing was sent: Envoy answers the client with its own error for a failed processor stream.
-      this.committed = true;
-    }
-    this.client.reset(reason);
+    // Nothing more may be sent either way; before the commit point Envoy answers with its own error.
+    this.isCommitted = true;
+    this.stream.reset(reason);
   }
 }

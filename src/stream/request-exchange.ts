@@ -1,14 +1,14 @@
 // One client request, from the ext_proc stream's first message to its end. It collects the request body,
 // decides the scope, and then either hands the request back to Envoy (CONTINUE + echoed body: native
 // proxying, the gateway is absent) or originates the response itself (OriginatedResponse).
-import type { ClientStream, ClientStreamHandler } from '../extproc/client-stream';
+import type { ProcessorStream, ProcessorStreamHandler } from '../extproc/processor-stream';
 import { decideScope } from '../request/scope';
 import type { GatewayContext } from './context';
 import { OriginatedResponse } from './originated-response';
 
 type Phase = 'headers' | 'body' | 'passthrough' | 'originating' | 'finished';
 
-export class RequestExchange implements ClientStreamHandler {
+export class RequestExchange implements ProcessorStreamHandler {
   private phase: Phase = 'headers';
   private headers: Record<string, string> = {};
   private chunks: Buffer[] = [];
@@ -16,7 +16,7 @@ export class RequestExchange implements ClientStreamHandler {
   private bodyEnded = false;
   private originated: OriginatedResponse | null = null;
 
-  constructor(private readonly ctx: GatewayContext, private readonly client: ClientStream) {}
+  constructor(private readonly ctx: GatewayContext, private readonly stream: ProcessorStream) {}
 
   onRequestHeaders(headers: Record<string, string>, endOfStream: boolean): void {
     this.headers = headers;
@@ -32,7 +32,7 @@ export class RequestExchange implements ClientStreamHandler {
     if (this.bodyEnded) return; // Envoy bug #46237: a duplicate end-of-stream chunk for ~1 MB bodies.
     if (endOfStream) this.bodyEnded = true;
     if (this.phase === 'passthrough') {
-      this.client.echoBody(chunk, endOfStream);
+      this.stream.echoBody(chunk, endOfStream);
       return;
     }
     if (this.phase !== 'body') return;
@@ -48,7 +48,7 @@ export class RequestExchange implements ClientStreamHandler {
   onRequestTrailers(): void {
     // Trailers end the body too (gRPC-style clients); chat requests never have them in practice.
     if (this.phase === 'passthrough') {
-      this.client.continueTrailers();
+      this.stream.continueTrailers();
       return;
     }
     if (this.phase === 'body') {
@@ -81,7 +81,7 @@ export class RequestExchange implements ClientStreamHandler {
     this.phase = 'originating';
     this.chunks = [];
     this.ctx.metrics.scope('originated');
-    this.originated = new OriginatedResponse(this.ctx, this.client, {
+    this.originated = new OriginatedResponse(this.ctx, this.stream, {
       path: this.headers[':path'] ?? '/v1/chat/completions',
       clientHeaders: this.headers,
       rawBody: raw,
@@ -99,9 +99,9 @@ export class RequestExchange implements ClientStreamHandler {
     this.phase = 'passthrough';
     this.ctx.metrics.scope(`passthrough:${reason}`);
     this.ctx.log.info({ request_id: this.headers['x-request-id'], decision: 'PASSTHROUGH', reason, detail }, 'PASSTHROUGH');
-    this.client.continueRequest();
+    this.stream.continueRequest();
     const chunks = this.chunks;
     this.chunks = [];
-    chunks.forEach((c, i) => this.client.echoBody(c, this.bodyEnded && i === chunks.length - 1));
+    chunks.forEach((c, i) => this.stream.echoBody(c, this.bodyEnded && i === chunks.length - 1));
   }
 }

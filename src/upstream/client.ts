@@ -2,6 +2,7 @@
 // stack), never to one taken from the request. Timeouts: connect and response-headers are enforced here;
 // the body has none on purpose (stall detection belongs to the leg reader, which knows the phase).
 import { Agent, errors } from 'undici';
+import { GatewayError } from '../errors';
 import { LegAbortedError, LegDispatchHandler, type LegBody, type LegHeaders } from './leg-body';
 
 export interface LegResponse {
@@ -12,12 +13,12 @@ export interface LegResponse {
 
 export type LegOpenErrorKind = 'connect' | 'headers-timeout' | 'aborted' | 'reset';
 
-/** Stable-coded error for a leg that produced no response headers. */
-export class LegOpenError extends Error {
-  readonly code: string;
+/** Stable-coded error for a leg that produced no response headers: GW_ERR_LEG_CONNECT, ..._HEADERS_TIMEOUT, ... */
+export class LegOpenError extends GatewayError {
+  readonly code: `GW_ERR_LEG_${string}`;
   constructor(readonly kind: LegOpenErrorKind, cause?: unknown) {
     super(`upstream leg failed before response headers: ${kind}`, { cause });
-    this.code = `LEG_${kind.toUpperCase().replace('-', '_')}`;
+    this.code = `GW_ERR_LEG_${kind.toUpperCase().replace('-', '_')}`;
   }
 }
 

@@ -6,6 +6,7 @@
 // a plain call and hands it on in another. Backpressure stays: a consumer that says "enough" pauses the
 // socket (undici's own pause/resume), and chunks that arrive before a consumer attaches are kept, bounded by
 // that same pause.
+import { GatewayError } from '../errors';
 import { util as undiciUtil } from 'undici';
 import type { Dispatcher } from 'undici';
 
@@ -121,8 +122,8 @@ export class LegBody {
   }
 }
 
-export class LegAbortedError extends Error {
-  readonly code = 'LEG_ABORTED';
+export class LegAbortedError extends GatewayError {
+  readonly code = 'GW_ERR_LEG_ABORTED';
   constructor() {
     super('leg aborted by the gateway');
   }

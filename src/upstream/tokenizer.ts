@@ -2,11 +2,11 @@
 // for usage and the leg2 budget. Bounded: a call that fails or takes longer than the deadline falls back
 // to the estimate (logged), because a recovery must never wait on accounting.
 import { request } from 'undici';
-import { estimateRecovered, type Recovered } from '../recovery/token-estimate';
+import { estimateRecoveredTokens, type RecoveredTokens } from '../recovery/token-estimate';
 
 export const DEFAULT_TOKENIZE_DEADLINE_MS = 200;
 
-export interface CountedRecovered extends Recovered {
+export interface CountedRecoveredTokens extends RecoveredTokens {
   method: 'tokenize' | 'estimate';
 }
 
@@ -20,7 +20,7 @@ async function count(url: string, body: object, signal: AbortSignal): Promise<nu
   throw new Error('tokenize answer has neither count nor tokens');
 }
 
-export async function countRecovered(
+export async function countRecoveredTokens(
   tokenizeUrl: string | undefined,
   payload: any,
   reasoning: string,
@@ -28,8 +28,8 @@ export async function countRecovered(
   rates: { cjk: number; other: number },
   onFallback: (reason: string) => void,
   deadlineMs = DEFAULT_TOKENIZE_DEADLINE_MS,
-): Promise<CountedRecovered> {
-  const estimate = (): CountedRecovered => ({ ...estimateRecovered(payload, reasoning, content, rates), method: 'estimate' });
+): Promise<CountedRecoveredTokens> {
+  const estimate = (): CountedRecoveredTokens => ({ ...estimateRecoveredTokens(payload, reasoning, content, rates), method: 'estimate' });
   if (!tokenizeUrl) return estimate();
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(), deadlineMs);

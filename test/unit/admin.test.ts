@@ -54,7 +54,7 @@ describe('Metrics', () => {
     const m = new Metrics(() => live);
     m.scope('originated');
     m.scope('passthrough:not-streaming');
-    m.interruption('reset', 'decode');
+    m.legFailure('reset', 'decode');
     m.recovery('continuation', 'succeeded');
     m.interruptionEvent('leg2-eof');
     m.recoveryRefused('queue-timeout', 'prefill');

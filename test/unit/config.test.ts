@@ -10,7 +10,8 @@ function problems(env: Record<string, string>): string[] {
     loadConfig(env);
   } catch (e) {
     expect(e).toBeInstanceOf(ConfigError);
-    expect((e as ConfigError).code).toBe('GATEWAY_CONFIG_INVALID');
+    expect((e as ConfigError).code).toBe('GW_ERR_CONFIG_INVALID');
+    expect((e as ConfigError).name).toBe('ConfigError');
     expect((e as ConfigError).message).toBe((e as ConfigError).problems.join('\n'));
     return (e as ConfigError).problems;
   }

@@ -56,8 +56,10 @@ describe('interruptionEvent', () => {
 
   it('the tracker classifies the event as an in-band error', () => {
     const t = new StreamTracker();
-    for (const e of new SseParser().push(interruptionEvent(info))) t.apply(StreamTracker.read(e));
-    expect(t.error).toMatchObject({ code: 'upstream_decode_interrupted', retryable: false });
+    const observed = new SseParser().push(interruptionEvent(info)).map((e) => StreamTracker.read(e));
+    for (const o of observed) t.apply(o);
+    expect(observed[0].kind).toBe('error');
+    expect(observed[0].json.error).toMatchObject({ code: 'upstream_decode_interrupted', retryable: false });
     expect(t.doneSeen).toBe(true);
   });
 

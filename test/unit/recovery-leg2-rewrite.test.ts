@@ -1,7 +1,7 @@
 import { isRoleOnlyChunk, rewriteLeg2Chunk } from '../../src/recovery/leg2-rewrite';
-import type { Recovered } from '../../src/recovery/token-estimate';
+import type { RecoveredTokens } from '../../src/recovery/token-estimate';
 
-const recovered: Recovered = { promptTokens: 1, reasoningTokens: 4, contentTokens: 5, totalRecovered: 9 };
+const recovered: RecoveredTokens = { promptTokens: 1, reasoningTokens: 4, contentTokens: 5, totalRecovered: 9 };
 const base = { responseId: 'chatcmpl-leg1', reasoningField: null, recovered, multimodal: false } as const;
 const deepCopy = (v: unknown) => JSON.parse(JSON.stringify(v));
 

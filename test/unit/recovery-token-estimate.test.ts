@@ -1,4 +1,4 @@
-import { estimateRecovered, estimateTokens, hasMultimodalContent, messageText, promptText } from '../../src/recovery/token-estimate';
+import { estimateRecoveredTokens, estimateTokens, hasMultimodalContent, messageText, promptText } from '../../src/recovery/token-estimate';
 
 const est = (t: string) => estimateTokens(t, 1.6, 4.0);
 
@@ -86,13 +86,13 @@ describe('hasMultimodalContent', () => {
   });
 });
 
-describe('estimateRecovered', () => {
+describe('estimateRecoveredTokens', () => {
   it('estimates the original prompt and the delivered text (reference content_done_stall)', () => {
-    const r = estimateRecovered({ messages: [{ role: 'user', content: 'hi' }] }, 'let me think. ', 'The answer is par', { cjk: 1.6, other: 4 });
+    const r = estimateRecoveredTokens({ messages: [{ role: 'user', content: 'hi' }] }, 'let me think. ', 'The answer is par', { cjk: 1.6, other: 4 });
     expect(r).toEqual({ promptTokens: 1, reasoningTokens: 4, contentTokens: 5, totalRecovered: 9 });
   });
   it('handles CJK reasoning', () => {
-    const r = estimateRecovered({ messages: [{ role: 'user', content: '你好' }] }, '我想一想', '', { cjk: 1.6, other: 4 });
+    const r = estimateRecoveredTokens({ messages: [{ role: 'user', content: '你好' }] }, '我想一想', '', { cjk: 1.6, other: 4 });
     expect(r).toEqual({ promptTokens: 2, reasoningTokens: 3, contentTokens: 0, totalRecovered: 3 });
   });
 });

@@ -1,7 +1,7 @@
-import type { Recovered } from '../../src/recovery/token-estimate';
+import type { RecoveredTokens } from '../../src/recovery/token-estimate';
 import { correctUsage } from '../../src/recovery/usage';
 
-const rec = (promptTokens: number, reasoningTokens: number, contentTokens: number): Recovered => ({
+const rec = (promptTokens: number, reasoningTokens: number, contentTokens: number): RecoveredTokens => ({
   promptTokens,
   reasoningTokens,
   contentTokens,

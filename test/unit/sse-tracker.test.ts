@@ -122,7 +122,6 @@ describe('StreamTracker.apply: accumulated state', () => {
       toolCallsSeen: false,
       finishReason: 'stop',
       doneSeen: true,
-      error: null,
       id: 'chatcmpl-abc',
       model: 'qwen3',
       malformed: 0,
@@ -187,7 +186,7 @@ describe('StreamTracker.apply: accumulated state', () => {
 
   it('error, malformed and done events update their counters / fields only', () => {
     const t = feed(new StreamTracker(), ev('nope'), ev('{bad'), ev({ error: { message: 'x' } }), ev('[DONE]'));
-    expect(t).toMatchObject({ malformed: 2, error: { message: 'x' }, doneSeen: true, content: '', id: null, finishReason: null });
+    expect(t).toMatchObject({ malformed: 2, doneSeen: true, content: '', id: null, finishReason: null });
   });
 
   it('the usage-only chunk leaves text and finish_reason alone but may supply the id', () => {

@@ -6,7 +6,7 @@ import * as grpc from '@grpc/grpc-js';
 import { encodeSirBody, encodeSirHeaders } from './encode-body';
 import { headerMapToRecord, type ProcessingRequest, type ProcessingResponse } from './proto';
 
-export interface ClientStreamHandler {
+export interface ProcessorStreamHandler {
   onRequestHeaders(headers: Record<string, string>, endOfStream: boolean): void;
   onRequestBody(chunk: Buffer, endOfStream: boolean): void;
   onRequestTrailers(): void;
@@ -16,11 +16,11 @@ export interface ClientStreamHandler {
 
 type Call = grpc.ServerDuplexStream<ProcessingRequest, ProcessingResponse>;
 
-export class ClientStream {
+export class ProcessorStream {
   private closed = false;
   private drainWaiters: Array<() => void> = [];
 
-  constructor(private readonly call: Call, handler: ClientStreamHandler) {
+  constructor(private readonly call: Call, handler: ProcessorStreamHandler) {
     call.on('data', (m: ProcessingRequest) => {
       if (this.closed) return;
       switch (m.request) {

@@ -1,0 +1,51 @@
+// Asking for a re-prefill slot on behalf of one request (src/recovery/admission.ts decides): the retry-cost
+// limit first, then the authority's answer, waiting for it if needed. While a committed stream waits, it gets
+// SSE comments (clients ignore them) so that nothing between the client and us takes the silence for a dead
+// connection. Logs and counts every refusal with the phase only the request knows.
+import type { RefusalReason, ReprefillSlot } from '../recovery/admission';
+import { reprefillTooCostly } from '../recovery/planner';
+import type { Logger } from '../obs/logger';
+import type { GatewayContext } from './context';
+import type { Delivery } from './delivery';
+
+/** Sent to a committed stream while its recovery waits for a re-prefill slot. */
+const RECOVERY_WAIT_COMMENT = Buffer.from(': waiting for recovery capacity\n\n');
+const KEEPALIVE_MS = 5000;
+
+export interface AdmissionRequester {
+  readonly ctx: GatewayContext;
+  readonly log: Logger;
+  readonly delivery: Delivery;
+  readonly gone: boolean;
+  readonly shuttingDown: boolean;
+}
+
+export type AdmitResult = { slot: ReprefillSlot } | { reason: RefusalReason | 'too-costly'; retryAfterMs?: number };
+
+export async function admitRecovery(r: AdmissionRequester, promptTokens: number, deliveredTokens: number, onWait: (cancel: () => void) => void): Promise<AdmitResult> {
+  const phase = r.delivery.committed ? 'decode' : 'prefill';
+  const refused = (reason: RefusalReason | 'too-costly', extra: Record<string, unknown>) => {
+    r.ctx.metrics.recoveryRefused(reason, phase);
+    r.log.warn({ decision: 'RECOVERY_REFUSED', reason, phase, ...extra }, 'recovery not started');
+  };
+  const max = r.ctx.config.maxRecoveryPromptTokens;
+  if (reprefillTooCostly(promptTokens, deliveredTokens, max)) {
+    refused('too-costly', { reprefill_tokens: promptTokens + deliveredTokens, max_recovery_prompt_tokens: max });
+    return { reason: 'too-costly' };
+  }
+  const ticket = r.ctx.admission.request();
+  onWait(ticket.cancel);
+  const keepalive = r.delivery.committed ? setInterval(() => void r.delivery.write(RECOVERY_WAIT_COMMENT), KEEPALIVE_MS) : undefined;
+  const a = await ticket.result;
+  clearInterval(keepalive);
+  if (!a.admitted) {
+    if (a.reason !== 'cancelled') refused(a.reason, { waited_ms: a.waitedMs });
+    return { reason: a.reason, retryAfterMs: a.retryAfterMs };
+  }
+  if (r.gone || r.shuttingDown) {
+    a.slot.settle('neutral');
+    return { reason: 'cancelled' };
+  }
+  if (a.waitedMs > 0) r.log.info({ decision: 'RECOVERY_ADMITTED', phase, waited_ms: a.waitedMs }, 'recovery admitted after waiting for a re-prefill slot');
+  return { slot: a.slot };
+}

@@ -1,0 +1,31 @@
+// The request's log records: one per decision (transitionRecord) and one at its end (requestEndRecord, the
+// article's phase record). Lengths and counts only: prompt and answer text never reach a log.
+import { deliveredTokens } from './give-up';
+import type { OriginatedResponse } from './originated-response';
+
+export function transitionRecord(r: OriginatedResponse, decision: string, extra: Record<string, unknown>): Record<string, unknown> {
+  return { decision, completion_id: r.tracker.id, phase: r.state, attempt: r.attempt, legs: r.legs, first_delta_sent: r.firstDeltaAt !== null, ...extra };
+}
+
+export function requestEndRecord(r: OriginatedResponse): Record<string, unknown> {
+  return {
+    event: 'request_end',
+    completion_id: r.tracker.id,
+    model: r.tracker.model,
+    phase: r.state,
+    attempt: r.attempt,
+    legs: r.legs,
+    first_delta_sent: r.firstDeltaAt !== null,
+    delivered_output_tokens: deliveredTokens(r),
+    delivered_reasoning_chars: r.tracker.reasoning.length,
+    delivered_content_chars: r.tracker.content.length,
+    recovered_tokens: r.recovered?.totalRecovered ?? 0,
+    accounting: r.recovered ? r.countMethod : null,
+    outcome: r.outcome,
+    reason: r.reason,
+    upstream_status: r.upstreamStatus,
+    malformed_events: r.tracker.malformed,
+    ttfd_ms: r.firstDeltaAt ? r.firstDeltaAt - r.started : null,
+    total_ms: Date.now() - r.started,
+  };
+}
