@@ -105,6 +105,11 @@ const schema = z.object({
   RECOVERY_BRAKE_WINDOW_SECONDS: num(10, { positive: true, max: MAX_TIMER_SECONDS }),
   RECOVERY_BRAKE_SECONDS: num(5, { positive: true, max: MAX_TIMER_SECONDS }),
   MAX_RECOVERY_PROMPT_TOKENS: num(0, { int: true, min: 0 }),
+  MODEL_REVISION_HEADER: z
+    .string()
+    .optional()
+    .transform((v) => (v === undefined ? 'x-model-revision' : v.trim().toLowerCase()))
+    .pipe(z.string().regex(/^([a-z0-9!#$%&'*+.^_`|~-]+)?$/, { message: 'expected an HTTP header name (or empty to disable)' })),
   MAX_CONTINUATION_BODY_MB: num(10, { positive: true }),
   MAX_REQUEST_BODY_MB: num(100, { positive: true }),
   CJK_CHARS_PER_TOKEN: num(1.6, { positive: true }),
@@ -157,6 +162,8 @@ export interface GatewayConfig {
   readonly recoveryBrakeOpenMs: number;
   /** Re-prefills larger than this (prompt plus delivered text, in tokens) are not started; 0 = no limit. */
   readonly maxRecoveryPromptTokens: number;
+  /** Response header naming a leg's model revision (else system_fingerprint); undefined = not read. */
+  readonly modelRevisionHeader: string | undefined;
   readonly maxContinuationBodyBytes: number;
   readonly maxRequestBodyBytes: number;
   readonly cjkCharsPerToken: number;
@@ -221,6 +228,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     recoveryBrakeWindowMs: e.RECOVERY_BRAKE_WINDOW_SECONDS * 1000,
     recoveryBrakeOpenMs: e.RECOVERY_BRAKE_SECONDS * 1000,
     maxRecoveryPromptTokens: e.MAX_RECOVERY_PROMPT_TOKENS,
+    modelRevisionHeader: e.MODEL_REVISION_HEADER || undefined,
     maxContinuationBodyBytes: Math.floor(e.MAX_CONTINUATION_BODY_MB * MB),
     maxRequestBodyBytes: Math.floor(e.MAX_REQUEST_BODY_MB * MB),
     cjkCharsPerToken: e.CJK_CHARS_PER_TOKEN,

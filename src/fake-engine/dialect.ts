@@ -9,6 +9,8 @@ export interface ChunkContext {
   id: string;
   created: number;
   model: string;
+  /** The weight revision this replica serves, as `system_fingerprint` on every chunk (FakeEngineOptions.revision). */
+  revision?: string;
 }
 
 /** SGLang reports the id of the stop token it matched (Kimi's <|im_end|>); null when cut by length. */
@@ -24,6 +26,7 @@ function envelope(ctx: ChunkContext, choices: unknown[]): Record<string, unknown
   const chunk: Record<string, unknown> = {
     id: ctx.id, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model, choices,
   };
+  if (ctx.revision !== undefined) chunk.system_fingerprint = ctx.revision;
   if (ctx.dialect === 'sglang') chunk.usage = null;
   return chunk;
 }

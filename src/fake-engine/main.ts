@@ -18,6 +18,7 @@ function parseArgs(argv: string[]): FakeEngineOptions & { unavailableMs: number 
       case '--model': opts.model = value; break;
       case '--token-ms': opts.tokenIntervalMs = Number(value); break;
       case '--unavailable-ms': opts.unavailableMs = Number(value); break;
+      case '--revision': opts.revision = value; break;
       case '--dialect':
         if (value !== 'sglang' && value !== 'vllm') throw new Error(`bad --dialect ${value}`);
         opts.dialect = value as Dialect;

@@ -1,6 +1,7 @@
 // What one chat request must produce: the token deltas after the role chunk, the finish reason and the
 // prompt size, or the HTTP error a real engine (or a strict test double) would answer. A continuation
 // is checked against the deterministic answer so a gateway that builds a wrong prefix fails loudly.
+import { randomBytes } from 'node:crypto';
 import { answerFor, AnswerSize, promptTokenCount, withoutTrailingAssistant } from './answer';
 import { Dialect, TokenDelta } from './dialect';
 import { parsePrefix, PrefixFamily } from './prefix-parse';
@@ -123,7 +124,8 @@ export function planRequest(
 
   const deltas: TokenDelta[] = reasoning.map((text) => ({ kind: 'reasoning' as const, text }));
   if (toolCall) {
-    deltas.push({ kind: 'tool-start', id: toolCall.id, name: toolCall.name });
+    // Like a real engine, every generation names its tool call anew (the call itself is deterministic).
+    deltas.push({ kind: 'tool-start', id: `${toolCall.id}_${randomBytes(3).toString('hex')}`, name: toolCall.name });
     for (const text of toolCall.argumentChunks) deltas.push({ kind: 'tool-args', text });
   } else {
     for (const text of content) deltas.push({ kind: 'content', text });

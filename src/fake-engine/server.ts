@@ -24,6 +24,12 @@ export interface FakeEngineOptions {
   tokenIntervalMs?: number;
   /** Model id listed by GET /v1/models (chat answers echo the request's model). */
   model?: string;
+  /**
+   * The weight revision served: sent as the `x-model-revision` response header (unless revisionHeader is
+   * false) and as `system_fingerprint` on every chunk, as a replica of a rolling update would.
+   */
+  revision?: string;
+  revisionHeader?: boolean;
 }
 
 export interface FakeEngine {
@@ -118,6 +124,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
         id: dialect === 'vllm' && xrid !== undefined ? `chatcmpl-${xrid}` : `chatcmpl-${name}-${++counter}`,
         created: CREATED,
         model: typeof body.model === 'string' ? body.model : model,
+        revision: opts.revision,
       },
       plan: planned.plan,
       fault,
@@ -142,6 +149,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     res.setHeader('x-fake-replica', name);
+    if (opts.revision !== undefined && opts.revisionHeader !== false) res.setHeader('x-model-revision', opts.revision);
     const raw = await readBody(req);
     const path = (req.url ?? '/').split('?')[0];
     if (req.method === 'GET' && path === '/health') {

@@ -16,6 +16,7 @@ export type FailureKind =
   | 'first-delta-timeout' // FIRST_DELTA_TIMEOUT_SECONDS elapsed without a delta
   | 'headers-timeout' // no response headers within UPSTREAM_HEADERS_TIMEOUT_SECONDS
   | 'overloaded' // the replica or router answered 503 before any body: nothing was generated
+  | 'model-revision-mismatch' // the continuation came from another model revision than leg 1
   | 'connect'; // could not reach the egress listener
 
 export interface PreCommitInput {
@@ -45,7 +46,7 @@ export interface PostCommitInput {
 export type PostCommitDecision = { action: 'continue' } | { action: 'interrupt'; reason: string };
 
 export function decidePostCommit(i: PostCommitInput): PostCommitDecision {
-  if (i.leg === 2) return { action: 'interrupt', reason: `leg2-${i.failure}` };
+  if (i.leg === 2) return { action: 'interrupt', reason: i.failure === 'model-revision-mismatch' ? i.failure : `leg2-${i.failure}` };
   if (i.toolCallDelivered) return { action: 'interrupt', reason: 'tool-call-delivered' };
   if (!i.recoverableText) return { action: 'interrupt', reason: 'nothing-recoverable' };
   if (!i.continuationConfigured) return { action: 'interrupt', reason: 'continuation-unsupported' };

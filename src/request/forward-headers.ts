@@ -18,7 +18,12 @@ const HOP_BY_HOP = new Set([
 ]);
 
 /** Client request headers -> leg request headers. Pseudo-headers and Envoy-internal ones stay behind. */
-export function legRequestHeaders(client: Record<string, string>, requestId: string | undefined, avoidHost?: string): Record<string, string> {
+/** `recovery`: what a recovery leg asks of the egress listener (avoid a replica, a model revision). */
+export function legRequestHeaders(
+  client: Record<string, string>,
+  requestId: string | undefined,
+  recovery: { avoidHost?: string; revision?: { header: string; value: string } } = {},
+): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(client)) {
     // x-gateway-*: the gateway's own signals to its egress listener (AVOID_HOST_HEADER); a client must not set them.
@@ -26,7 +31,8 @@ export function legRequestHeaders(client: Record<string, string>, requestId: str
     out[k] = v;
   }
   if (requestId) out['x-request-id'] = requestId;
-  if (avoidHost) out[AVOID_HOST_HEADER] = avoidHost;
+  if (recovery.avoidHost) out[AVOID_HOST_HEADER] = recovery.avoidHost;
+  if (recovery.revision) out[recovery.revision.header] = recovery.revision.value;
   // The gateway parses the leg's bytes as SSE and undici's request() never decompresses: a client's
   // `accept-encoding: gzip` forwarded as is would let a compressing engine or router tier hand us gzip
   // bytes that no event boundary can be found in. Ask for the identity coding explicitly (an absent

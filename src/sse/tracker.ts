@@ -64,6 +64,8 @@ export class StreamTracker {
   doneSeen = false;
   id: string | null = null;
   model: string | null = null;
+  /** The engine's system_fingerprint, from the first chunk that has one (a model revision source). */
+  systemFingerprint: string | null = null;
   malformed = 0;
 
   /** Classifies an event without changing the accumulated state. Runs once per relayed event. */
@@ -116,6 +118,7 @@ export class StreamTracker {
     const j = o.json;
     if (this.id === null && typeof j.id === 'string') this.id = j.id;
     if (this.model === null && typeof j.model === 'string') this.model = j.model;
+    if (this.systemFingerprint === null && typeof j.system_fingerprint === 'string' && j.system_fingerprint) this.systemFingerprint = j.system_fingerprint;
     if (o.reasoning) {
       this.reasoning += o.reasoning;
       if (this.reasoningField === null) {

@@ -107,6 +107,9 @@ export const UPSTREAM_FLAGS_HEADER = 'x-gateway-upstream-flags';
 export const UPSTREAM_HOST_HEADER = 'x-gateway-upstream-host';
 /** Request header of a recovery leg: the replica to avoid (a name from UPSTREAM_HOST_HEADER). */
 export const AVOID_HOST_HEADER = 'x-gateway-avoid-host';
+/** Request header the front listener sets to the client's own x-request-id (absent when Envoy generated it). */
+export { CLIENT_REQUEST_ID_HEADER } from '../openai/tool-call-ids';
+import { CLIENT_REQUEST_ID_HEADER } from '../openai/tool-call-ids';
 /** The `envoy.lb` metadata key listing, on each replica, the names it stands in for. */
 const AVOID_KEY = 'serves_when_avoiding';
 export const CHAT_PATH = '/v1/chat/completions';
@@ -121,6 +124,7 @@ const T = {
   previousHosts: 'type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate',
   reqWithoutQuery: 'type.googleapis.com/envoy.extensions.formatter.req_without_query.v3.ReqWithoutQuery',
   headerToMetadata: 'type.googleapis.com/envoy.extensions.filters.http.header_to_metadata.v3.Config',
+  earlyHeaderMutation: 'type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation',
 } as const;
 
 const HTTP_OPTIONS_KEY = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
@@ -348,6 +352,19 @@ function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
             typed_config: {
               '@type': T.hcm,
               stat_prefix: 'front',
+              // Before Envoy generates an x-request-id for a request that has none, copy the client's own (if
+              // any) to CLIENT_REQUEST_ID_HEADER: the sidecar derives idempotent tool-call ids from it, and must
+              // not from an id Envoy made up (a client retry would get another). Measured on Envoy 1.40: early
+              // header mutations run before the id is generated; without a client id the header is absent.
+              early_header_mutation_extensions: [
+                {
+                  name: 'client-request-id',
+                  typed_config: {
+                    '@type': T.earlyHeaderMutation,
+                    mutations: [{ append: { header: { key: CLIENT_REQUEST_ID_HEADER, value: '%REQ(x-request-id)%' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' } }],
+                  },
+                },
+              ],
               // A chat stream can be silent for a whole stall budget while the sidecar waits out a stall and
               // fetches leg2; Envoy's default 5 min idle timer, or a shorter one, would cut it first.
               stream_idle_timeout: idleTimeout,

@@ -8,6 +8,7 @@ import { decidePostCommit } from '../recovery/planner';
 import { familyFor } from '../recovery/prefix-builders';
 import { LegOpenError } from '../upstream/client';
 import { LegReader } from '../upstream/leg-reader';
+import { revisionFromHeaders, revisionsDiffer } from '../recovery/model-revision';
 import { countRecoveredTokens } from '../upstream/tokenizer';
 import { interruptStream } from './give-up';
 import { relayLeg2 } from './leg2-relay';
@@ -33,7 +34,7 @@ export async function continueFromPrefix(r: OriginatedResponse, heldToolCall: Bu
   r.recovered = plan.recovered;
   const family = familyFor(cfg.continuationModel ?? '').name;
   r.logTransition('ATTEMPT', { leg: 2, case: plan.case, family, recovered_reasoning_tokens: plan.recovered.reasoningTokens, recovered_content_tokens: plan.recovered.contentTokens, budget_fields: plan.budgetFields });
-  const res = await r.openLeg(cfg.continuationUrl, r.requestId ? `${r.requestId}-c1` : undefined, Buffer.from(JSON.stringify(plan.body)));
+  const res = await r.openLeg(cfg.continuationUrl, r.requestId ? `${r.requestId}-c1` : undefined, Buffer.from(JSON.stringify(plan.body)), true);
   if (r.gone) return;
   if (res instanceof LegOpenError) {
     r.settleSlot(res.kind === 'aborted' ? 'neutral' : 'failed');
@@ -43,6 +44,15 @@ export async function continueFromPrefix(r: OriginatedResponse, heldToolCall: Bu
     r.settleSlot('failed');
     res.body.destroy();
     return await interruptStream(r, `leg2-status-${res.status}`);
+  }
+  // Never stitch two models: a continuation from another revision than leg 1's ends the stream explicitly.
+  const expected = r.modelRevision;
+  const leg2Revision = revisionFromHeaders(res.headers, cfg.modelRevisionHeader);
+  if (revisionsDiffer(expected, leg2Revision)) {
+    r.settleSlot('neutral');
+    res.body.destroy();
+    r.log.warn({ decision: 'REVISION_MISMATCH', model_revision: expected, leg2_model_revision: leg2Revision }, 'continuation from another model revision: not stitched');
+    return await interruptStream(r, 'model-revision-mismatch');
   }
   const out = await relayLeg2(
     {
@@ -57,10 +67,12 @@ export async function continueFromPrefix(r: OriginatedResponse, heldToolCall: Bu
       isGone: () => r.gone,
       onFirstBytes: () => r.ctx.metrics.observeRecoveryLatency((Date.now() - r.failedAt) / 1000),
       onFirstToken: () => r.settleSlot('ok'),
+      expectedRevision: leg2Revision === undefined ? expected : undefined,
+      toolCallKey: r.toolCallKey,
     },
     new LegReader(res.body),
   );
-  r.settleSlot(out.type === 'failed' && !r.shuttingDown ? 'failed' : 'neutral');
+  r.settleSlot(out.type === 'failed' && !r.shuttingDown && out.failure !== 'model-revision-mismatch' ? 'failed' : 'neutral');
   if (out.type === 'gone') return;
   if (out.type === 'finished') {
     r.move('done');

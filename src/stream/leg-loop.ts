@@ -49,8 +49,8 @@ export interface LegHooks {
   endAfterFinish(how: string): Promise<LegOutcome>;
   /** A failure of this leg, with what the leg holds back at that moment (leg 1: a tool call). */
   failed(failure: FailureKind, detail?: string, failingEvent?: Buffer): LegFailure;
-  /** One classified event (not malformed, not a failure); bytes for the client go to `out`. */
-  onEvent(o: ObservedEvent, raw: Buffer, out: Buffer[]): Promise<void> | void;
+  /** One classified event (not malformed, not a failure); bytes for the client go to `out`. A failure it returns ends the leg. */
+  onEvent(o: ObservedEvent, raw: Buffer, out: Buffer[]): Promise<void | LegFailure> | void | LegFailure;
   /** Writes what onEvent produced, honouring backpressure. */
   write(out: Buffer[]): Promise<void> | undefined;
   /** The first bytes of this leg arrived. */
@@ -104,7 +104,11 @@ export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcom
           if (out.length) await h.write(out);
           return h.failed(failure, undefined, ev.raw);
         }
-        await h.onEvent(o, ev.raw, out);
+        const refused = await h.onEvent(o, ev.raw, out);
+        if (refused) {
+          if (out.length) await h.write(out);
+          return refused;
+        }
       }
       if (out.length) {
         const full = h.write(out);

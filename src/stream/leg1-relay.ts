@@ -1,6 +1,7 @@
 // Leg 1's hooks on the leg loop: the original event bytes, untouched, from the commit point on; held back
 // before it (and, with BUFFER_TOOL_CALLS, while a tool call is incomplete). It decides nothing about
 // recovery: the loop reports how the leg ended and the state machine plans from there.
+import { withIdempotentToolCallIds } from '../openai/tool-call-ids';
 import { decideOnSilence } from '../recovery/planner';
 import type { ObservedEvent, StreamTracker } from '../sse/tracker';
 import type { LegReader } from '../upstream/leg-reader';
@@ -23,6 +24,8 @@ export interface Leg1Host {
   readonly tracker: StreamTracker;
   /** Held whole until finish (BUFFER_STRUCTURED_OUTPUT). */
   readonly structured: boolean;
+  /** Derive tool_call ids from this key (src/openai/tool-call-ids.ts); the chunks that carry ids are re-encoded. */
+  readonly toolCallKey: string | undefined;
   /** When this attempt's first delta is due (FIRST_DELTA_TIMEOUT_SECONDS), or null (wait). */
   readonly firstDeltaDeadline: number | null;
   isGone(): boolean;
@@ -83,6 +86,10 @@ export function relayLeg1(h: Leg1Host, reader: LegReader): Promise<LegOutcome> {
     failed: (failure, detail, failingEvent): LegFailure => ({ type: 'failed', failure, detail, failingEvent, heldToolCall: toolHold ? Buffer.concat(toolHold.raw) : undefined }),
     onMalformed: () => h.tracker.malformed++,
     onEvent: async (o, raw, out) => {
+      if (h.toolCallKey && o.toolCall) {
+        const rewritten = withIdempotentToolCallIds(o.json, h.toolCallKey);
+        if (rewritten) raw = Buffer.from(`data: ${JSON.stringify(rewritten)}\n\n`);
+      }
       if (toolHold) {
         toolHold.raw.push(raw);
         toolHold.obs.push(o);

@@ -6,6 +6,8 @@ import { isRoleOnlyChunk, rewriteLeg2Chunk } from '../recovery/leg2-rewrite';
 import { decideOnSilence } from '../recovery/planner';
 import type { RecoveredTokens } from '../recovery/token-estimate';
 import { StreamTracker } from '../sse/tracker';
+import { withIdempotentToolCallIds } from '../openai/tool-call-ids';
+import { revisionFromChunk, revisionsDiffer } from '../recovery/model-revision';
 import type { LegReader } from '../upstream/leg-reader';
 import type { Logger } from '../obs/logger';
 import type { GatewayContext } from './context';
@@ -27,11 +29,16 @@ export interface Leg2Host {
   onFirstBytes(): void;
   /** The first generated token (a delta or a finish): the re-prefill is over. */
   onFirstToken(): void;
+  /** Leg 1's model revision, checked against leg 2's first system_fingerprint (when no header named leg 2's). */
+  readonly expectedRevision: string | undefined;
+  /** Derive tool_call ids from this key (src/openai/tool-call-ids.ts). */
+  readonly toolCallKey: string | undefined;
 }
 
 export function relayLeg2(h: Leg2Host, reader: LegReader): Promise<LegOutcome> {
   const cfg = h.ctx.config;
   const own = new StreamTracker(); // leg 2's own finish/[DONE] state
+  let revisionChecked = h.expectedRevision === undefined;
   return readLeg(reader, {
     ctx: h.ctx,
     log: h.log,
@@ -51,13 +58,22 @@ export function relayLeg2(h: Leg2Host, reader: LegReader): Promise<LegOutcome> {
       own.apply(o);
       if (o.kind === 'done') return void out.push(DONE_EVENT);
       if (o.kind !== 'chunk') return void out.push(raw);
+      if (!revisionChecked) {
+        revisionChecked = true;
+        const got = revisionFromChunk(o.json);
+        if (revisionsDiffer(h.expectedRevision, got)) {
+          h.log.warn({ decision: 'REVISION_MISMATCH', model_revision: h.expectedRevision, leg2_model_revision: got }, 'continuation from another model revision: not stitched');
+          return { type: 'failed', failure: 'model-revision-mismatch' };
+        }
+      }
       if (isRoleOnlyChunk(o.json)) return;
       if (o.hasDelta || o.finishReason !== null) h.onFirstToken();
       // Leg 2 always asks for usage (to correct it); the client only gets it if it asked.
       const usageOnly = o.usage && Array.isArray(o.json.choices) && o.json.choices.length === 0;
       if (usageOnly && !h.clientWantsUsage) return;
       h.tracker.apply({ ...o, json: { ...o.json, id: undefined } });
-      const rewritten = rewriteLeg2Chunk(o.json, { responseId: h.tracker.id, reasoningField: h.tracker.reasoningField, recovered: h.recovered, multimodal: h.multimodal });
+      let rewritten = rewriteLeg2Chunk(o.json, { responseId: h.tracker.id, reasoningField: h.tracker.reasoningField, recovered: h.recovered, multimodal: h.multimodal });
+      if (h.toolCallKey && o.toolCall) rewritten = withIdempotentToolCallIds(rewritten, h.toolCallKey) ?? rewritten;
       if (!h.clientWantsUsage && rewritten.usage) delete rewritten.usage;
       if (rewritten.usage) rewritten.usage.continuation = { legs: h.accounting.legs, recovered_tokens: h.recovered.totalRecovered, method: h.accounting.method };
       out.push(Buffer.from(`data: ${JSON.stringify(rewritten)}\n\n`));

@@ -17,6 +17,8 @@ import { StreamTracker } from '../sse/tracker';
 import { LegAbort, LegOpenError, type LegResponse } from '../upstream/client';
 import { classifyLegHead } from '../upstream/leg-head';
 import { LegReader } from '../upstream/leg-reader';
+import { idempotencyKeyOf } from '../openai/tool-call-ids';
+import { revisionFromHeaders } from '../recovery/model-revision';
 import type { Logger } from '../obs/logger';
 import { admitRecovery } from './admit';
 import type { GatewayContext, InScopeRequest } from './context';
@@ -53,12 +55,22 @@ export class OriginatedResponse {
   /** Gives up waiting for a slot (client gone, shutdown). */
   private cancelWait: (() => void) | null = null;
   /** The replica that served the last leg (from the egress listener), which a recovery leg asks to avoid. */
-  private lastHost: string | undefined;
+  lastHost: string | undefined;
+  /** Leg 1's model revision from its response header (else its system_fingerprint: modelRevision). */
+  private leg1HeaderRevision: string | undefined;
+  /** Client-named requests get tool_call ids derived from the name (src/openai/tool-call-ids.ts). */
+  readonly toolCallKey: string | undefined;
 
   constructor(readonly ctx: GatewayContext, stream: ProcessorStream, readonly req: InScopeRequest) {
     this.delivery = new Delivery(stream);
     this.requestId = req.clientHeaders['x-request-id'];
     this.log = ctx.log.child({ request_id: this.requestId });
+    this.toolCallKey = idempotencyKeyOf(req.clientHeaders);
+  }
+
+  /** The model revision of the answer the client is getting (leg 1's), if any source named it. */
+  get modelRevision(): string | undefined {
+    return this.leg1HeaderRevision ?? this.tracker.systemFingerprint ?? undefined;
   }
 
   /** The one way the state changes. Moving from a terminal state is ignored (a late event after the end). */
@@ -165,11 +177,16 @@ export class OriginatedResponse {
     slot?.settle(result);
   }
 
-  async openLeg(url: string, requestId: string | undefined, body: Buffer): Promise<LegResponse | LegOpenError> {
+  /**
+   * Sends a leg. A recovery leg asks the egress listener to avoid the replica the failed leg was on
+   * (docs/envoy.md (h)); a continuation also asks for leg 1's model revision.
+   */
+  async openLeg(url: string, requestId: string | undefined, body: Buffer, continuation = false): Promise<LegResponse | LegOpenError> {
     this.abort = new LegAbort();
     this.legs++;
-    // A recovery leg asks the egress listener to avoid the replica the failed leg was on (docs/envoy.md (h)).
-    const headers = legRequestHeaders(this.req.clientHeaders, requestId, this.legs > 1 ? this.lastHost : undefined);
+    const revisionHeader = this.ctx.config.modelRevisionHeader;
+    const revision = continuation && revisionHeader && this.modelRevision ? { header: revisionHeader, value: this.modelRevision } : undefined;
+    const headers = legRequestHeaders(this.req.clientHeaders, requestId, { avoidHost: this.legs > 1 ? this.lastHost : undefined, revision });
     try {
       const res = await this.ctx.upstream.open(url + this.req.path, headers, body, this.abort);
       this.lastHost = upstreamHost(res.headers) ?? this.lastHost;
@@ -200,6 +217,7 @@ export class OriginatedResponse {
     const flags = String(res.headers['x-gateway-upstream-flags']);
     switch (classifyLegHead(res.status, res.headers)) {
       case 'event-stream':
+        this.leg1HeaderRevision = revisionFromHeaders(res.headers, cfg.modelRevisionHeader);
         this.delivery.setHeaders(200, clientResponseHeaders(res.headers));
         this.attemptHadHeaders = true;
         return relayLeg1({ ...this.leg1Host(), firstDeltaDeadline: deadline }, new LegReader(res.body));
@@ -231,6 +249,7 @@ export class OriginatedResponse {
       delivery: this.delivery,
       tracker: this.tracker,
       structured: this.req.structured,
+      toolCallKey: this.toolCallKey,
       isGone: () => this.gone,
       commit: () => this.commit(),
       endAfterFinish: (how: string) => this.endAfterFinish(how),

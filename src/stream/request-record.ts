@@ -4,7 +4,17 @@ import { deliveredTokens } from './give-up';
 import type { OriginatedResponse } from './originated-response';
 
 export function transitionRecord(r: OriginatedResponse, decision: string, extra: Record<string, unknown>): Record<string, unknown> {
-  return { decision, completion_id: r.tracker.id, phase: r.state, attempt: r.attempt, legs: r.legs, first_delta_sent: r.firstDeltaAt !== null, ...extra };
+  return {
+    decision,
+    completion_id: r.tracker.id,
+    phase: r.state,
+    attempt: r.attempt,
+    legs: r.legs,
+    replica: r.lastHost ?? null,
+    first_delta_sent: r.firstDeltaAt !== null,
+    model_revision: r.modelRevision ?? null,
+    ...extra,
+  };
 }
 
 export function requestEndRecord(r: OriginatedResponse): Record<string, unknown> {
@@ -15,7 +25,9 @@ export function requestEndRecord(r: OriginatedResponse): Record<string, unknown>
     phase: r.state,
     attempt: r.attempt,
     legs: r.legs,
+    replica: r.lastHost ?? null,
     first_delta_sent: r.firstDeltaAt !== null,
+    model_revision: r.modelRevision ?? null,
     delivered_output_tokens: deliveredTokens(r),
     delivered_reasoning_chars: r.tracker.reasoning.length,
     delivered_content_chars: r.tracker.content.length,

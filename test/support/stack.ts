@@ -15,6 +15,8 @@ export interface TestStackOptions {
   env?: Record<string, string>;
   replicas?: number;
   engine?: Omit<FakeEngineOptions, 'port' | 'name'>;
+  /** Options of replica i on top of `engine` (e.g. a different model revision per replica). */
+  perReplica?: Omit<FakeEngineOptions, 'port' | 'name'>[];
   /** A separate continuation router (CONTINUATION_URL) with its own replica. */
   continuationReplica?: boolean;
   /** Start Envoy without waiting for the sidecar (for the sidecar-down test). */
@@ -64,7 +66,7 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
 async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
   resetFaults();
   const engines: FakeEngine[] = [];
-  for (let i = 0; i < (o.routerTier ? 0 : o.replicas ?? 2); i++) engines.push(await startFakeEngine({ ...o.engine, name: `replica-${String.fromCharCode(97 + i)}` }));
+  for (let i = 0; i < (o.routerTier ? 0 : o.replicas ?? 2); i++) engines.push(await startFakeEngine({ ...o.engine, ...o.perReplica?.[i], name: `replica-${String.fromCharCode(97 + i)}` }));
   const continuationEngine = o.continuationReplica ? await startFakeEngine({ ...o.engine, name: 'continuation' }) : undefined;
   const [listenPort, adminPort, egressPort, extProcPort, contEgressPort] = await freePorts(5);
   const capture = captureLogs();
