@@ -47,12 +47,18 @@ export function parseFaultList(header: string): (Fault | undefined)[] {
 
 const consumed = new Map<string, number>();
 
-/** Takes the next fault for a request carrying `header` (throws if the header is malformed). */
-export function takeFault(header: string | undefined): Fault | undefined {
+/**
+ * Takes the next fault for a request carrying `header` (throws if the header is malformed). Steps are
+ * consumed in order per process. A single-step script never applies to a continuation request: with the
+ * replicas as separate processes (the demo) the gateway's continuation lands on a replica that has not
+ * consumed the step yet, and `crash@30` means "the leg that serves the answer crashes", not every leg.
+ */
+export function takeFault(header: string | undefined, continuation = false): Fault | undefined {
   if (header === undefined || header.trim() === '') return undefined;
   const list = parseFaultList(header);
   const n = consumed.get(header) ?? 0;
   consumed.set(header, n + 1);
+  if (continuation && list.length === 1) return undefined;
   return list[n];
 }
 

@@ -90,7 +90,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     const h = record.headers;
     let fault: Fault | undefined;
     try {
-      fault = takeFault(h['x-fake-fault']);
+      fault = takeFault(h['x-fake-fault'], record.continuation);
     } catch (e) {
       return bad(ex, (e as Error).message);
     }
