@@ -87,7 +87,19 @@ function withReadyListener(cfg, adminPort) {
                   },
                 ],
               },
-              http_filters: [{ name: 'envoy.filters.http.router', typed_config: { '@type': ROUTER } }],
+              http_filters: [
+                {
+                  // GET /ready answers 200, and 503 once the preStop drain has called POST /healthcheck/fail
+                  // (the admin interface's own /ready stays 200 then), so readiness fails while Envoy drains.
+                  name: 'envoy.filters.http.health_check',
+                  typed_config: {
+                    '@type': 'type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck',
+                    pass_through_mode: false,
+                    headers: [{ name: ':path', string_match: { exact: '/ready' } }],
+                  },
+                },
+                { name: 'envoy.filters.http.router', typed_config: { '@type': ROUTER } },
+              ],
             },
           },
         ],

@@ -23,7 +23,8 @@ STAT="${DRAIN_ACTIVE_STAT:-http.front.downstream_rq_active}"
 admin() {
   local host="${ADMIN%:*}" port="${ADMIN##*:}" line
   exec 3<>"/dev/tcp/$host/$port" || return 1
-  printf '%s %s HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" "$2" "$ADMIN" >&3
+  # HTTP/1.1 (Envoy's admin answers HTTP/1.0 with 426), one request per connection.
+  printf '%s %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n' "$1" "$2" "$ADMIN" >&3
   # Skip the status line and the headers.
   while IFS= read -r line <&3; do [ "${line%$'\r'}" = "" ] && break; done
   cat <&3
@@ -37,8 +38,11 @@ admin POST '/drain_listeners?graceful&inboundonly' >/dev/null
 log "health check failing, inbound listeners draining; waiting for $STAT to reach 0 (at most ${MAX}s)"
 start=$SECONDS
 while :; do
-  active="$(admin GET "/stats?filter=^${STAT//./\\.}\$" | sed -n 's/^.*: *\([0-9]*\)$/\1/p' | head -n 1)"
-  if [ "${active:-0}" = "0" ]; then
+  active="$(admin GET "/stats?filter=downstream_rq_active" | sed -n "s/^${STAT//./\\.}: *\([0-9]*\)\$/\1/p" | head -n 1)"
+  if [ -z "$active" ]; then
+    admin GET /ready >/dev/null || { log "admin interface gone; done"; exit 0; }
+    log "no $STAT in /stats yet"
+  elif [ "$active" = "0" ]; then
     log "no active streams after $((SECONDS - start))s"
     exit 0
   fi
