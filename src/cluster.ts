@@ -100,7 +100,7 @@ export async function runPrimary(config: GatewayConfig, log: Logger, onListening
     },
   };
   const admin: AdminServer = await startAdminServer({
-    host: config.host,
+    host: config.adminHost,
     port: config.adminPort,
     metrics: aggregated,
     ready: () => !draining && ready.size === config.workers,

@@ -99,7 +99,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
     admin =
       opts.admin === false
         ? { port: -1, close: async () => undefined }
-        : await startAdminServer({ host: config.host, port: config.adminPort, metrics: ctx.metrics, ready: () => listening && !drainState.draining });
+        : await startAdminServer({ host: config.adminHost, port: config.adminPort, metrics: ctx.metrics, ready: () => listening && !drainState.draining });
   } catch (e) {
     server.forceShutdown();
     await ctx.upstream.close();

@@ -1,9 +1,9 @@
 // Configuration from environment variables, validated once at start and frozen (fastify-style): a wrong
 // value stops the process with one line per bad variable, naming it. Names follow the reference gateway
 // (modelsphere/continuation_gateway) so a deployment can switch without renaming anything.
-import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import { GatewayError } from '../errors';
+import { resolveWorkers, type WorkersSource } from './cpu-limit';
 
 const bool = (def: boolean) =>
   z
@@ -124,6 +124,9 @@ const schema = z.object({
   ADMIN_PORT: num(9090, { int: true, min: 0, max: 65535 }),
   DRAIN_TIMEOUT_SECONDS: num(30, { min: 0, max: MAX_TIMER_SECONDS }),
   HOST: z.string().optional().transform((v) => v?.trim() || '127.0.0.1'),
+  // Unset = HOST. In a pod: 0.0.0.0, so the kubelet's httpGet probes and Prometheus reach /healthz, /readyz and
+  // /metrics on the pod IP while the ext_proc gRPC port stays on loopback.
+  ADMIN_HOST: z.string().optional().transform((v) => v?.trim() || undefined),
   LOG_LEVEL: z
     .string()
     .optional()
@@ -174,12 +177,19 @@ export interface GatewayConfig {
   readonly bufferToolCalls: boolean;
   readonly bufferStructuredOutput: boolean;
   readonly unreachableStatus: number;
-  /** Sidecar processes sharing the gRPC port (Node cluster); 0 = one per CPU, 1 = a single process. */
+  /**
+   * Sidecar processes sharing the gRPC port (Node cluster; 1 = a single process). WORKERS=0 (the default): the
+   * cgroup CPU limit, or 1 in a container without one, or the CPUs available outside containers (cpu-limit.ts).
+   */
   readonly workers: number;
+  /** Where `workers` came from (logged at start). */
+  readonly workersSource: WorkersSource;
   readonly port: number;
   readonly host: string;
-  /** The HTTP admin server (/healthz, /readyz, /metrics) on HOST; 0 = an ephemeral port. */
+  /** The HTTP admin server (/healthz, /readyz, /metrics) on ADMIN_HOST; 0 = an ephemeral port. */
   readonly adminPort: number;
+  /** The admin server's bind address: ADMIN_HOST, or HOST when unset. */
+  readonly adminHost: string;
   /** SIGTERM: how long streams in flight may take to finish before the sidecar closes. */
   readonly drainTimeoutMs: number;
   readonly logLevel: string;
@@ -208,6 +218,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     throw new ConfigError(problems);
   }
   const e = parsed.data;
+  const workers = resolveWorkers(e.WORKERS, env);
   return Object.freeze({
     downstreamUrl: e.DOWNSTREAM_URL,
     continuationUrl: e.CONTINUATION_URL ?? e.DOWNSTREAM_URL,
@@ -238,10 +249,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     bufferToolCalls: e.BUFFER_TOOL_CALLS,
     bufferStructuredOutput: e.BUFFER_STRUCTURED_OUTPUT,
     unreachableStatus: e.UNREACHABLE_STATUS,
-    workers: e.WORKERS === 0 ? availableParallelism() : e.WORKERS,
+    workers: workers.workers,
+    workersSource: workers.source,
     port: e.PORT,
     host: e.HOST,
     adminPort: e.ADMIN_PORT,
+    adminHost: e.ADMIN_HOST ?? e.HOST,
     drainTimeoutMs: e.DRAIN_TIMEOUT_SECONDS * 1000,
     logLevel: e.LOG_LEVEL,
   });

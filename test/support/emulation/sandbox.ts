@@ -1,0 +1,197 @@
+// Host side of the compose and pod emulations: starts ./runner.ts in new network, mount and PID namespaces
+// (`unshare`), talks to it, turns its published unix sockets into 127.0.0.1:<ephemeral> TCP ports, and kills
+// it (and so every process in its PID namespace) on stop(), or when this process dies (stdin closes).
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import * as readline from 'node:readline';
+
+export interface SandboxSpec {
+  name: string;
+  /** Host names resolving to this sandbox (compose service names, a Service's DNS name). */
+  hostnames: string[];
+}
+
+export interface RunnerSpec {
+  dir: string;
+  subnet: string;
+  sandboxes: SandboxSpec[];
+  publish: { sandbox: string; port: number }[];
+}
+
+export interface ProcessSpec {
+  name: string;
+  sandbox: string;
+  argv: string[];
+  env: Record<string, string>;
+  cwd: string;
+  uid?: number;
+  gid?: number;
+}
+
+/** Why namespaces cannot be used here, or null when they can (checked once, synchronously). */
+export function sandboxUnavailableReason(): string | null {
+  if (process.platform !== 'linux') return `not Linux (${process.platform})`;
+  for (const tool of ['unshare', 'nsenter', 'ip']) {
+    if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) return `${tool} not found (util-linux, iproute2)`;
+  }
+  const r = spawnSync('unshare', [...userFlags(), '--net', '--mount', '--pid', '--fork', '--mount-proc', 'sh', '-c', 'ip link add b0 type bridge && ip link add v0 type veth peer name v1'], { encoding: 'utf8', timeout: 10_000 });
+  if (r.status !== 0) return `cannot create network namespaces with a bridge and veth pairs: ${(r.stderr || r.error?.message || '').trim()}`;
+  return null;
+}
+
+/** As root: no user namespace (processes can then run under the image's uid). Otherwise a user namespace. */
+function userFlags(): string[] {
+  return process.getuid?.() === 0 ? [] : ['--user', '--map-root-user'];
+}
+
+export const canSwitchUid = (): boolean => process.getuid?.() === 0;
+
+export class Sandbox {
+  private readonly child: ChildProcess;
+  private readonly pending = new Map<number, (r: any) => void>();
+  private readonly servers: net.Server[] = [];
+  private nextId = 1;
+  readonly exits: { name: string; code: number | null; signal: string | null }[] = [];
+  private readonly exitWaiters: { name: string; resolve: (e: { code: number | null; signal: string | null }) => void }[] = [];
+  addresses: Record<string, string> = {};
+  readonly published = new Map<string, number>();
+
+  private constructor(
+    readonly dir: string,
+    private readonly spec: RunnerSpec,
+  ) {
+    const runner = path.join(__dirname, 'runner.js');
+    this.child = spawn('unshare', [...userFlags(), '--net', '--mount', '--pid', '--fork', '--kill-child', '--mount-proc', process.execPath, runner, path.join(dir, 'spec.json')], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+    });
+    this.child.stderr!.on('data', (d) => fs.appendFileSync(path.join(dir, 'runner.stderr'), d));
+    readline.createInterface({ input: this.child.stdout! }).on('line', (line) => this.onLine(line));
+  }
+
+  private readyResolve?: (v: void) => void;
+  private readyReject?: (e: Error) => void;
+
+  private onLine(line: string): void {
+    let m: any;
+    try {
+      m = JSON.parse(line);
+    } catch {
+      return;
+    }
+    if (m.event === 'ready') {
+      this.addresses = m.addresses;
+      this.readyResolve?.();
+    } else if (m.event === 'failed') {
+      this.readyReject?.(new Error(m.error));
+    } else if (m.event === 'exit') {
+      this.exits.push({ name: m.name, code: m.code, signal: m.signal });
+      for (const w of this.exitWaiters.filter((x) => x.name === m.name)) w.resolve({ code: m.code, signal: m.signal });
+      this.exitWaiters.splice(0, this.exitWaiters.length, ...this.exitWaiters.filter((x) => x.name !== m.name));
+    } else if (m.id !== undefined) {
+      this.pending.get(m.id)?.(m);
+      this.pending.delete(m.id);
+    }
+  }
+
+  static async start(sandboxes: SandboxSpec[], publish: { sandbox: string; port: number }[]): Promise<Sandbox> {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'emulation-'));
+    fs.chmodSync(dir, 0o755);
+    // A private subnet per run: two emulations never share addresses (each has its own namespaces anyway).
+    const subnet = `10.${200 + Math.floor(Math.random() * 50)}.${Math.floor(Math.random() * 250)}`;
+    const spec: RunnerSpec = { dir, subnet, sandboxes, publish };
+    fs.writeFileSync(path.join(dir, 'spec.json'), JSON.stringify(spec));
+    const sb = new Sandbox(dir, spec);
+    await new Promise<void>((resolve, reject) => {
+      sb.readyResolve = resolve;
+      sb.readyReject = reject;
+      sb.child.once('exit', (c, s) => reject(new Error(`runner exited (${c ?? s}) before it was ready: ${sb.stderr()}`)));
+      setTimeout(() => reject(new Error(`runner not ready within 20 s: ${sb.stderr()}`)), 20_000).unref();
+    });
+    for (const p of publish) {
+      const sock = path.join(dir, `publish-${p.sandbox}-${p.port}.sock`);
+      const server = net.createServer((c) => {
+        const u = net.connect(sock);
+        c.pipe(u).pipe(c);
+        u.on('error', () => c.destroy());
+        c.on('error', () => u.destroy());
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      sb.servers.push(server);
+      sb.published.set(`${p.sandbox}:${p.port}`, (server.address() as net.AddressInfo).port);
+    }
+    return sb;
+  }
+
+  stderr(): string {
+    try {
+      return fs.readFileSync(path.join(this.dir, 'runner.stderr'), 'utf8');
+    } catch {
+      return '';
+    }
+  }
+
+  private call(cmd: object): Promise<any> {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, (r) => (r.ok ? resolve(r) : reject(new Error(r.error))));
+      this.child.stdin!.write(`${JSON.stringify({ id, ...cmd })}\n`);
+    });
+  }
+
+  startProcess(p: ProcessSpec): Promise<void> {
+    return this.call({ op: 'start', process: p });
+  }
+
+  signal(name: string, signal: NodeJS.Signals): Promise<void> {
+    return this.call({ op: 'signal', name, signal });
+  }
+
+  exec(p: Omit<ProcessSpec, 'name'> & { timeoutMs: number }): Promise<{ code: number | null; output: string }> {
+    return this.call({ op: 'exec', ...p });
+  }
+
+  /** An HTTP GET from the bridge side (the node, for a kubelet probe or a Prometheus scrape). */
+  httpGet(sandbox: string, port: number, urlPath: string, timeoutMs = 2000): Promise<{ status: number | null; body: string; error?: string }> {
+    return this.call({ op: 'httpGet', sandbox, port, path: urlPath, timeoutMs });
+  }
+
+  waitExit(name: string, timeoutMs: number): Promise<{ code: number | null; signal: string | null }> {
+    const done = this.exits.find((e) => e.name === name);
+    if (done) return Promise.resolve(done);
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`${name} did not exit within ${timeoutMs} ms`)), timeoutMs);
+      this.exitWaiters.push({ name, resolve: (e) => (clearTimeout(t), resolve(e)) });
+    });
+  }
+
+  log(name: string): string {
+    try {
+      return fs.readFileSync(path.join(this.dir, `${name}.log`), 'utf8');
+    } catch {
+      return '';
+    }
+  }
+
+  url(sandbox: string, port: number): string {
+    return `http://127.0.0.1:${this.published.get(`${sandbox}:${port}`)}`;
+  }
+
+  /** Kills the runner; its PID namespace dies with it (every process the emulation started). */
+  async stop(): Promise<void> {
+    for (const s of this.servers) s.close();
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      const exited = new Promise((r) => this.child.once('exit', r));
+      try {
+        process.kill(-this.child.pid!, 'SIGKILL');
+      } catch {
+        this.child.kill('SIGKILL');
+      }
+      await exited;
+    }
+    fs.rmSync(this.dir, { recursive: true, force: true });
+  }
+}
