@@ -107,7 +107,8 @@ describe('default timers (headers timeout 60 s, no first-delta timeout, stall ti
     const id = newRequestId('status503-then-ok');
     const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'status@503;-' });
     expectOneCompleteStream(r);
-    const seen = seenFor(stack, id);
+    // Ordered by attempt (both may start within the same millisecond).
+    const seen = seenFor(stack, id).sort((a, b) => a.headers['x-request-id'].length - b.headers['x-request-id'].length);
     expect(seen.map((q) => q.fault)).toEqual(['status@503', undefined]);
     expect(seen.map((q) => q.headers['x-request-id'])).toEqual([id, `${id}-a2`]);
     // The retry asked the egress listener to avoid the replica that answered 503.
