@@ -71,7 +71,9 @@ describe('ext_proc connection churn', () => {
       opened++;
       if (i % 50 === 49) await new Promise((r) => setImmediate(r));
     }
-    const code = await Promise.race([goaway, closed.then(() => -1), new Promise<number>((r) => setTimeout(() => r(-2), 10_000))]);
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([goaway, closed.then(() => -1), new Promise<number>((r) => (timer = setTimeout(() => r(-2), 10_000)))]);
+    clearTimeout(timer); // a pending 10 s timer would keep the jest worker alive after the suite
     session.destroy();
     // GOAWAY (or the connection simply ended) well before all 1200 resets were accepted.
     expect(code).not.toBe(-2);
