@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as http from 'node:http';
+import * as net from 'node:net';
 import * as path from 'node:path';
 import { killTagged, PROC_TAG_VAR, taggedProcesses, waitUntilGone, type Proc } from '../support/processes';
 
@@ -198,6 +199,19 @@ describe('npm run stack: every process it started is gone however it is stopped'
 });
 
 describe('ports: two stacks on one machine', () => {
+  test('a port set explicitly and taken: the sidecar stops before forking a worker, nothing is left', async () => {
+    const taken = net.createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', () => r()));
+    try {
+      const port = (taken.address() as net.AddressInfo).port;
+      await expect(startStack({ ADMIN_PORT: String(port) })).rejects.toThrow(/EADDRINUSE.*sidecar exited unexpectedly|sidecar exited .*EADDRINUSE/s);
+      await expectAllGone({ tag: started[started.length - 1] } as Stack, 5000);
+    } finally {
+      taken.close();
+    }
+  });
+
+
   test('at once, then a third while the first still drains: each starts and serves', async () => {
     const [a, b] = await Promise.all([startStack({ DRAIN_TIMEOUT_SECONDS: '30' }), startStack()]);
     expect(a.url).not.toBe(b.url);
