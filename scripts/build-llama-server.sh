@@ -52,6 +52,23 @@ if [ "$CACHED_ONLY" = "1" ]; then
   exit 3
 fi
 
+# One build at a time per cache (two would share, and delete, the same work directory): wait for one in
+# progress, then use what it built.
+if command -v flock >/dev/null; then
+  exec 9>"$CACHE_ROOT/.build-$VERSION.lock"
+  if ! flock -n 9; then
+    log "another build of node-llama-cpp@$VERSION is running: waiting for it"
+    flock 9
+    for candidate in "$CACHE_ROOT/$VERSION"-*/llama-server; do
+      if [ "${LLAMA_FORCE_BUILD:-0}" != "1" ] && binary_works "$candidate"; then
+        log "built meanwhile: $candidate"
+        echo "$candidate"
+        exit 0
+      fi
+    done
+  fi
+fi
+
 for tool in npm git cmake tar; do
   command -v "$tool" >/dev/null || { log "missing tool: $tool"; exit 1; }
 done

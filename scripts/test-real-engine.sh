@@ -8,8 +8,8 @@
 #  3. runs jest with test/real-engine/jest.config.js (Envoy is provisioned by its globalSetup).
 #
 # Usage: test-real-engine.sh [--cached-only] [jest args...]
-#   --cached-only  do not build llama-server: exit 3 (without running jest) when no cached build exists.
-#                  For CI, where a cold build (~10-15 min on two cores) would eat the time budget.
+#   --cached-only  do not build llama-server: exit 3 (without running jest) when no cached build exists
+#                  (a cold build takes ~10-15 min on two cores).
 # Other arguments go to jest (e.g. -t 'SIGKILL' or --verbose).
 set -euo pipefail
 

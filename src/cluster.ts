@@ -4,7 +4,9 @@
 //
 // The primary serves the admin port itself: /healthz, /readyz (every worker listening, not draining) and
 // /metrics aggregated from the workers over IPC (prom-client's AggregatorRegistry). It restarts a worker
-// that dies, and on SIGTERM lets every worker drain before exiting.
+// that dies, and on SIGTERM lets every worker drain before exiting, DRAIN_TIMEOUT_SECONDS at most.
+// A worker whose primary is gone (killed, crashed) exits at once: Node's cluster does that on the unexpected
+// IPC 'disconnect' (and src/obs/logger.ts keeps that exit from hanging on a dead stdout pipe).
 import cluster, { type Worker } from 'node:cluster';
 import { AggregatorRegistry, Registry } from 'prom-client';
 
@@ -25,8 +27,10 @@ const METRICS_TIMEOUT_MS = 2000;
 /** More worker deaths than this within the window: something is wrong for good, stop instead of looping. */
 const MAX_RESTARTS_IN_WINDOW = 5;
 const RESTART_WINDOW_MS = 60_000;
+/** Past a worker's own deadline (DRAIN_TIMEOUT_SECONDS + 5 s, src/main.ts): it is wedged, kill it. */
+const WORKER_EXIT_SLACK_MS = 6000;
 
-export async function runPrimary(config: GatewayConfig, log: Logger, onListening: (port: number) => void): Promise<void> {
+export async function runPrimary(config: GatewayConfig, log: Logger, onListening: (port: number, adminPort: number) => void): Promise<void> {
   const ready = new Map<number, number>(); // worker id -> port
   let draining = false;
   let announced = false;
@@ -49,7 +53,7 @@ export async function runPrimary(config: GatewayConfig, log: Logger, onListening
         if (!announced && ready.size === config.workers) {
           announced = true;
           log.info({ workers: config.workers, port: m.port }, 'all sidecar workers listening');
-          onListening(m.port);
+          onListening(m.port, admin.port);
         }
       } else if (m.type === 'metrics') {
         const p = pending.get(m.id);
@@ -80,8 +84,6 @@ export async function runPrimary(config: GatewayConfig, log: Logger, onListening
     });
     return w;
   };
-  for (let i = 0; i < config.workers; i++) fork();
-
   const aggregated = {
     contentType: Registry.PROMETHEUS_CONTENT_TYPE,
     async render(): Promise<string> {
@@ -105,12 +107,21 @@ export async function runPrimary(config: GatewayConfig, log: Logger, onListening
     metrics: aggregated,
     ready: () => !draining && ready.size === config.workers,
   });
+  // Workers only once the admin port is ours: a taken port stops the start here, before any process is forked.
+  for (let i = 0; i < config.workers; i++) fork();
 
   const stop = (signal: NodeJS.Signals) => {
     const second = draining;
     draining = true;
     log.info({ signal, workers: Object.keys(cluster.workers ?? {}).length }, second ? 'stopping now' : 'stopping: workers drain');
     for (const w of Object.values(cluster.workers ?? {})) w?.process.kill(second ? 'SIGKILL' : signal);
+    if (second) return;
+    // A drain deadline always ends the process, even with a worker that does not end on its own.
+    setTimeout(() => {
+      log.error({ workers: Object.keys(cluster.workers ?? {}).length }, 'workers still running past the drain deadline: killing them');
+      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL');
+      setTimeout(() => process.exit(1), 1000).unref();
+    }, (signal === 'SIGTERM' ? config.drainTimeoutMs : 0) + WORKER_EXIT_SLACK_MS).unref();
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));

@@ -1,5 +1,5 @@
 // The sidecar process: validate configuration (one clear line per bad variable, exit 2), start the ext_proc
-// server, print `SIDECAR listening <port>` for whoever supervises us. SIGTERM drains (health NOT_SERVING,
+// server, print `SIDECAR listening <port> admin <admin port>` for whoever supervises us. SIGTERM drains (health NOT_SERVING,
 // new requests passed through, streams in flight finish within DRAIN_TIMEOUT_SECONDS) and exits; SIGINT, or a
 // second signal, closes at once.
 import { ConfigError, loadConfig } from './config/env';
@@ -21,13 +21,15 @@ async function main(): Promise<void> {
   const log = createLogger(config.logLevel);
   if (config.workers > 1 && !isClusterWorker()) {
     // WORKERS processes share the gRPC port; this one supervises them and serves the admin port.
-    await runPrimary(config, log.child({ role: 'primary' }), (port) => process.stdout.write(`SIDECAR listening ${port}\n`));
+    await runPrimary(config, log.child({ role: 'primary' }), (port, adminPort) =>
+      process.stdout.write(`SIDECAR listening ${port} admin ${adminPort}\n`),
+    );
     return;
   }
   const worker = isClusterWorker();
   const sidecar = await startSidecar(config, worker ? log.child({ worker: process.pid }) : log, { admin: !worker, admission: worker ? workerAdmission : undefined });
   if (worker) serveAsWorker(sidecar);
-  else process.stdout.write(`SIDECAR listening ${sidecar.port}\n`);
+  else process.stdout.write(`SIDECAR listening ${sidecar.port} admin ${sidecar.adminPort}\n`);
   let stopping = false;
   const stop = (signal: string) => {
     const drain = signal === 'SIGTERM' && !stopping;

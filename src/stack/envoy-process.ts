@@ -1,12 +1,15 @@
 // Runs Envoy (and, for the stack runner, other children) as managed child processes.
 //
-// Orphan prevention, in two layers:
-//  - process.on('exit') kills every live managed child (normal exits, process.exit(), uncaught exceptions);
+// Each child is started in its own process group (detached), which holds whatever it starts in turn (the
+// sidecar's cluster workers): a Ctrl-C in a terminal reaches only the stack runner, which stops the children
+// in order instead of racing them, and a child's whole group can be killed without knowing its members.
+// Orphan prevention, in three layers:
+//  - process.on('exit') SIGKILLs every live child's group (normal exits, process.exit(), uncaught exceptions);
 //  - a tiny /bin/sh watchdog per child holds a pipe from us on its stdin: when this process dies by any means
-//    (even SIGKILL, e.g. a jest worker torn down hard) the pipe closes, `read` returns, and the watchdog
-//    sends the child SIGTERM, then SIGKILL after 3 s.
-// Children are started in their own process group (detached) so that a Ctrl-C in a terminal reaches only the
-// stack runner, which then stops them in order instead of racing them.
+//    (even SIGKILL, e.g. a jest worker or a whole `npm run stack` torn down hard) the pipe closes, `read`
+//    returns, and the watchdog sends the group SIGTERM, then SIGKILL after 2 s. Envoy cannot watch its parent,
+//    and a Node child busy in a synchronous loop could not either; a separate process can.
+//  - when a child exits, what is left of its group (a worker whose primary was killed) is SIGKILLed.
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
@@ -17,6 +20,8 @@ import { writeEnvoyConfig, EXT_PROC_CLUSTER, type EnvoyConfigOptions } from './e
 
 const LOG_KEEP_BYTES = 200 * 1024;
 const STOP_GRACE_MS = 3000;
+/** The watchdog's grace between SIGTERM and SIGKILL: everything is gone within ~2 s of our death. */
+const WATCHDOG_GRACE_TENTHS = 20;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Managed child processes
@@ -39,8 +44,11 @@ export interface ManagedChild {
   logs(): string;
   /** Resolves with the first stdout/stderr line matching `re` (rejects on exit or timeout, with the log tail). */
   waitForLine(re: RegExp, timeoutMs: number, what?: string): Promise<RegExpMatchArray>;
-  /** SIGTERM, then SIGKILL after 3 s; resolves when the process has exited. Idempotent. */
-  stop(): Promise<ChildExit>;
+  /**
+   * `signal` (default SIGTERM) to the child, then SIGKILL to its process group after its stop grace (default
+   * 3 s); resolves when the process has exited. Idempotent.
+   */
+  stop(signal?: NodeJS.Signals): Promise<ChildExit>;
 }
 
 export interface SpawnManagedOptions {
@@ -51,6 +59,8 @@ export interface SpawnManagedOptions {
   onLine?: (line: string, stream: 'stdout' | 'stderr') => void;
   /** Bytes of output kept for logs() (default 200 KB). */
   keepBytes?: number;
+  /** How long stop() waits before SIGKILL (default 3 s). */
+  stopGraceMs?: number;
 }
 
 const live = new Set<ChildProcess>();
@@ -60,22 +70,34 @@ function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   process.on('exit', () => {
-    for (const c of live) {
-      try {
-        c.kill('SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
+    for (const c of live) killGroup(c, 'SIGKILL');
   });
+}
+
+/** Signals the child's process group (it leads one: detached), or the child alone if that fails. */
+function killGroup(c: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    if (c.pid !== undefined) {
+      process.kill(-c.pid, signal);
+      return;
+    }
+  } catch {
+    // no such group: the child alone, below
+  }
+  try {
+    c.kill(signal);
+  } catch {
+    // already gone
+  }
 }
 
 /** Spawns the watchdog described at the top of the file; returns it (unref'd: it never keeps us alive). */
 function spawnWatchdog(pid: number): ChildProcess | undefined {
+  // "-$1": the child's process group (dash's kill takes a negative pid after the signal, no "--").
   const script =
-    'read -r _ ; kill -TERM "$1" 2>/dev/null || exit 0; ' +
-    'i=0; while [ $i -lt 30 ]; do kill -0 "$1" 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done; ' +
-    'kill -KILL "$1" 2>/dev/null; exit 0';
+    'read -r _ ; kill -TERM "-$1" 2>/dev/null || exit 0; ' +
+    `i=0; while [ $i -lt ${WATCHDOG_GRACE_TENTHS} ]; do kill -0 "-$1" 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done; ` +
+    'kill -KILL "-$1" 2>/dev/null; exit 0';
   try {
     const wd = spawn('/bin/sh', ['-c', script, 'watchdog', String(pid)], {
       stdio: ['pipe', 'ignore', 'ignore'],
@@ -156,6 +178,10 @@ export function spawnManaged(command: string, args: string[], opts: SpawnManaged
       record(`[${opts.name}] spawn error: ${e.message}\n`);
       if (child.pid === undefined) finish({ code: null, signal: null });
     });
+    // Members of its group that outlive it (none when it stopped cleanly; a worker whose primary was killed
+    // holds our output pipe, so 'close' would wait for it). The group id cannot have been reused: a pid is not
+    // handed out again while a process group of that id still has members.
+    child.once('exit', () => killGroup(child, 'SIGKILL'));
     // 'close' (not 'exit'): all output has been read by then.
     child.once('close', (code, signal) => finish({ code, signal }));
   });
@@ -211,23 +237,19 @@ export function spawnManaged(command: string, args: string[], opts: SpawnManaged
         );
       });
     },
-    stop() {
+    stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (stopping) return stopping;
       if (exitInfo) return (stopping = Promise.resolve(exitInfo));
       stopping = new Promise<ChildExit>((resolve) => {
-        const killTimer = setTimeout(() => {
-          try {
-            child.kill('SIGKILL');
-          } catch {
-            // gone
-          }
-        }, STOP_GRACE_MS);
+        const killTimer = setTimeout(() => killGroup(child, 'SIGKILL'), opts.stopGraceMs ?? STOP_GRACE_MS);
         void exited.then((info) => {
           clearTimeout(killTimer);
           resolve(info);
         });
+        // The child alone: it forwards the signal to what it started (a cluster primary to its workers), and a
+        // second copy from us would read as "stop now" to them.
         try {
-          child.kill('SIGTERM');
+          child.kill(signal);
         } catch {
           // gone
         }

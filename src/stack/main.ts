@@ -5,8 +5,14 @@
 //   Envoy    generated bootstrap           front listener on LISTEN_PORT
 //
 // stdout carries exactly one line, `READY http://127.0.0.1:<LISTEN_PORT>`, once Envoy is ready and the sidecar
-// is seen healthy; everything else (ours and the children's output, prefixed) goes to stderr. SIGINT/SIGTERM
-// stop everything we started and exit 0; a child that dies on its own stops the rest and exits 1.
+// is seen healthy; everything else (ours and the children's output, prefixed) goes to stderr, including a
+// `ports:` line. Every port not set explicitly is ephemeral, so that stacks can run side by side and back to
+// back (the sidecar's own defaults, 50051 and 9090, are for deployments).
+//
+// Stopping: SIGTERM (or SIGHUP: the terminal closed) lets the sidecar drain first, Envoy and the engines still
+// serving, for DRAIN_TIMEOUT_SECONDS at most, then stops Envoy and the engines; SIGINT stops everything at
+// once; a second signal SIGKILLs everything. Exit 0, or 1 when a child died on its own (the rest is stopped).
+// When this process is killed outright, each child's watchdog ends it (src/stack/envoy-process.ts).
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
@@ -71,7 +77,9 @@ async function main(): Promise<number> {
   const fakeEngineMain = env.STACK_FAKE_ENGINE_MAIN || path.join(distSrc, 'fake-engine', 'main.js');
   const startTimeoutMs = envNumber(env, 'STACK_START_TIMEOUT_SECONDS', 60, { min: 1 }) * 1000;
 
-  const listenPort = envNumber(env, 'LISTEN_PORT', 8080, { int: true, min: 1 });
+  const listenPortEnv = env.LISTEN_PORT?.trim() ? envNumber(env, 'LISTEN_PORT', 0, { int: true, min: 1 }) : undefined;
+  // The sidecar's own drain deadline (its default too); the stack waits that long, plus its exit path.
+  const drainTimeoutMs = envNumber(env, 'DRAIN_TIMEOUT_SECONDS', 30, { min: 0 }) * 1000;
   const listenAddress = env.LISTEN_ADDRESS?.trim() || '127.0.0.1';
   const stallTimeoutSeconds = envNumber(env, 'STALL_IDLE_TIMEOUT_SECONDS', 20, { min: 0.001 });
   const maxStallSeconds = envNumber(env, 'MAX_STALL_SECONDS', 300, { min: 0.001 });
@@ -102,17 +110,19 @@ async function main(): Promise<number> {
     finish = r;
   });
 
-  const stopAll = async (): Promise<void> => {
-    // Envoy first (no new client streams), then the sidecar and the engines.
-    const envoy = await st.envoy?.catch(() => undefined);
-    if (envoy) await envoy.stop().catch(() => undefined);
-    await Promise.all(st.children.map((c) => c.stop()));
+  const stopAll = async (now: boolean): Promise<void> => {
+    const sidecar = st.children.find((c) => c.name === 'sidecar');
+    // Graceful: the sidecar drains (streams in flight finish, new ones bypass it) while Envoy and the engines
+    // still carry them; then the rest. Now: all at once, the sidecar told to close without draining.
+    if (sidecar && !now) await sidecar.stop('SIGTERM');
+    const envoy = st.envoy?.catch(() => undefined).then((e) => e?.stop().catch(() => undefined));
+    await Promise.all([envoy, ...st.children.map((c) => c.stop(c === sidecar ? 'SIGINT' : 'SIGTERM'))]);
   };
-  const shutdown = (code: number, why: string): void => {
+  const shutdown = (code: number, why: string, now = false): void => {
     if (shuttingDown) return;
     shuttingDown = true;
     say(why);
-    void stopAll().then(
+    void stopAll(now).then(
       () => finish(code),
       () => finish(code || 1),
     );
@@ -129,16 +139,20 @@ async function main(): Promise<number> {
       say(`${sig} again: exiting now (children get SIGKILL)`);
       process.exit(130);
     }
-    shutdown(0, `${sig}: stopping`);
+    shutdown(0, sig === 'SIGINT' ? 'SIGINT: stopping everything now' : `${sig}: stopping (the sidecar drains first, ${drainTimeoutMs / 1000} s at most)`, sig === 'SIGINT');
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  process.on('SIGHUP', onSignal);
+  // With the terminal gone (SIGHUP), writing to it fails: keep stopping rather than die on an 'error' event.
+  process.stdout.on('error', () => undefined);
+  process.stderr.on('error', () => undefined);
 
   const prefixed = (name: string) => (line: string): void => {
     process.stderr.write(`[${name}] ${line}\n`);
   };
-  const spawnNode = (name: string, script: string, args: string[], childEnv: NodeJS.ProcessEnv, critical = true): ManagedChild => {
-    const c = spawnManaged(process.execPath, [script, ...args], { name, env: childEnv, onLine: prefixed(name) });
+  const spawnNode = (name: string, script: string, args: string[], childEnv: NodeJS.ProcessEnv, critical = true, stopGraceMs?: number): ManagedChild => {
+    const c = spawnManaged(process.execPath, [script, ...args], { name, env: childEnv, onLine: prefixed(name), stopGraceMs });
     st.children.push(c);
     if (critical) watch(name, c.exited);
     else
@@ -161,6 +175,7 @@ async function main(): Promise<number> {
     const envoyBin = await ensureEnvoy({ log: say });
     say(`envoy: ${envoyBin}`);
     const sidecarEnv: NodeJS.ProcessEnv = { ...env };
+    let engines: Array<{ name: string; host: string; port: number; pid: number }> = [];
 
     // 1. Fake engines when no router tier was given.
     if (!routerTier) {
@@ -169,7 +184,7 @@ async function main(): Promise<number> {
         sidecarEnv.CONTINUATION_MODEL = 'generic-demo';
         say('demo: CONTINUATION_MODEL was unset, using CONTINUATION_MODEL=generic-demo (the fake engines\' family)');
       }
-      const engines = await Promise.all(
+      engines = await Promise.all(
         ['replica-a', 'replica-b'].map(async (name) => {
           const port = await freePort();
           const c = spawnNode(name, fakeEngineMain, ['--port', String(port), '--name', name, '--dialect', dialect, '--family', 'generic', '--token-ms', '40'], env, false);
@@ -182,18 +197,22 @@ async function main(): Promise<number> {
       say(`demo: fake engines ${engines.map((e) => `${e.name} ${e.host}:${e.port} (pid ${e.pid})`).join(', ')} (dialect ${dialect}); kill -9 a pid mid-answer to watch the recovery`);
     }
 
-    // 2. Ports for Envoy, then the sidecar (it must know the egress URL before Envoy starts).
+    // 2. Ports for Envoy, then the sidecar (it must know the egress URL before Envoy starts). Envoy's are
+    // picked free here (its bootstrap names them); the sidecar binds port 0 itself and reports what it got.
+    const listenPort = listenPortEnv ?? (await freePort());
     const adminPort = adminPortEnv ?? (await freePort());
     const egressPort = await freePort();
     const continuationEgressPort = continuationTier ? await freePort() : undefined;
-    const extProcPortWanted = await freePort();
-    sidecarEnv.PORT = String(extProcPortWanted);
+    if (!env.PORT?.trim()) sidecarEnv.PORT = '0';
+    if (!env.ADMIN_PORT?.trim()) sidecarEnv.ADMIN_PORT = '0';
     sidecarEnv.DOWNSTREAM_URL = `http://127.0.0.1:${egressPort}`;
     if (continuationEgressPort !== undefined) sidecarEnv.CONTINUATION_URL = `http://127.0.0.1:${continuationEgressPort}`;
     else delete sidecarEnv.CONTINUATION_URL;
-    const sidecar = spawnNode('sidecar', sidecarMain, [], sidecarEnv);
-    const sm = await guard(sidecar.waitForLine(/^SIDECAR listening (\d+)/, startTimeoutMs, 'its `SIDECAR listening <port>` line'));
+    // Its drain deadline, then its own hard exit (+5 s, src/main.ts), then SIGKILL to its process group.
+    const sidecar = spawnNode('sidecar', sidecarMain, [], sidecarEnv, true, drainTimeoutMs + 7000);
+    const sm = await guard(sidecar.waitForLine(/^SIDECAR listening (\d+)(?: admin (-?\d+))?/, startTimeoutMs, 'its `SIDECAR listening <port>` line'));
     const extProcPort = Number(sm[1]);
+    const sidecarAdminPort = sm[2] !== undefined ? Number(sm[2]) : undefined;
     const sidecarHost = env.HOST?.trim();
     // The sidecar binds HOST (default 127.0.0.1); Envoy reaches a wildcard bind through loopback.
     const extProcHost = sidecarHost && net.isIP(sidecarHost) && sidecarHost !== '0.0.0.0' && sidecarHost !== '::' ? sidecarHost : '127.0.0.1';
@@ -227,6 +246,13 @@ async function main(): Promise<number> {
         `, router tier ${routerTier.map((h) => `${h.host}:${h.port}`).join(', ')}` +
         (continuationTier ? `, continuation tier ${continuationTier.map((h) => `${h.host}:${h.port}`).join(', ')}` : '') +
         `, sidecar ext_proc ${extProcHost}:${extProcPort}`,
+    );
+    say(
+      `ports: front ${listenAddress}:${listenPort}, envoy admin ${adminPort}, egress ${egressPort}` +
+        (continuationEgressPort !== undefined ? `, continuation egress ${continuationEgressPort}` : '') +
+        `, sidecar ext_proc ${extProcPort}` +
+        (sidecarAdminPort !== undefined && sidecarAdminPort > 0 ? `, sidecar admin ${sidecarAdminPort}` : '') +
+        (engines.length ? `, ${engines.map((e) => `${e.name} ${e.port}`).join(', ')}` : ''),
     );
     process.stdout.write(`READY http://127.0.0.1:${listenPort}\n`);
   } catch (e) {

@@ -109,7 +109,7 @@ async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
     await closeStarted();
     throw e;
   });
-  return {
+  const stack: TestStack = {
     url: `http://127.0.0.1:${listenPort}`,
     engines,
     continuationEngine,
@@ -125,7 +125,10 @@ async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
     async stop() {
       await envoy.stop();
       await sidecar?.close();
-      await Promise.all([...engines, ...(continuationEngine ? [continuationEngine] : [])].map((e) => e.close()));
+      // The engines the stack has now: a suite may have swapped one for another (a different dialect on the
+      // same port); a server left listening keeps the jest worker from exiting.
+      await Promise.all([...stack.engines, ...(stack.continuationEngine ? [stack.continuationEngine] : [])].map((e) => e.close()));
     },
   };
+  return stack;
 }
