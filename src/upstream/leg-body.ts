@@ -100,7 +100,14 @@ export class LegBody {
     if (this.destroyed) return;
     this.destroyed = true;
     this.pending = [];
-    if (this.state === 'open') this.abortRequest?.(new LegAbortedError());
+    if (this.state !== 'open') return;
+    this.state = 'failed';
+    const err = new LegAbortedError();
+    this.failure = err;
+    this.abortRequest?.(err);
+    // A reader waiting for the next chunk learns it now, not at its next idle timer (a client that left
+    // while the leg was silent used to hold the request until STALL_IDLE_TIMEOUT_SECONDS).
+    this.sink?.error(err);
   }
 
   /** Reads the whole body, keeping at most `limit` bytes (error bodies); a broken body keeps what came. */
