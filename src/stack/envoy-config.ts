@@ -28,6 +28,11 @@ import {
 export interface UpstreamHost {
   host: string;
   port: number;
+  /**
+   * The model revision this replica serves (a rolling update): a continuation that asks for leg 1's revision
+   * (the sidecar's MODEL_REVISION_HEADER) is routed to a replica of that revision. All replicas or none.
+   */
+  revision?: string;
 }
 
 export interface EnvoyConfigOptions {
@@ -58,6 +63,8 @@ export interface EnvoyConfigOptions {
   upstreamHeadersTimeoutSeconds?: number;
   /** connect_timeout of the router-tier clusters (default 5 s). */
   routerConnectTimeoutSeconds?: number;
+  /** The sidecar's MODEL_REVISION_HEADER, for replicas with revisions (default x-model-revision). */
+  modelRevisionHeader?: string;
   /** Address of the front listener (default 127.0.0.1; use 0.0.0.0 in a pod). */
   listenAddress?: string;
   /** Extra seconds added on top of the stall budget for Envoy's idle timers (default 60). */
@@ -112,6 +119,10 @@ export { CLIENT_REQUEST_ID_HEADER } from '../openai/tool-call-ids';
 import { CLIENT_REQUEST_ID_HEADER } from '../openai/tool-call-ids';
 /** The `envoy.lb` metadata key listing, on each replica, the names it stands in for. */
 const AVOID_KEY = 'serves_when_avoiding';
+/** The `envoy.lb` metadata key of a replica's model revision (UpstreamHost.revision). */
+const REVISION_KEY = 'model_revision';
+/** The request header a continuation names leg 1's revision with (the sidecar's MODEL_REVISION_HEADER default). */
+export const DEFAULT_MODEL_REVISION_HEADER = 'x-model-revision';
 export const CHAT_PATH = '/v1/chat/completions';
 export { CHAT_LISTENER, CHAT_CLUSTER } from './envoy-memory';
 
@@ -149,6 +160,8 @@ function checkTier(name: string, tier: UpstreamHost[] | undefined): asserts tier
     if (typeof h.host !== 'string' || h.host.trim() === '') throw new Error(`renderEnvoyConfig: ${name}[${i}].host is empty`);
     checkPort(`${name}[${i}].port`, h.port);
   });
+  const withRevision = tier.filter((h) => h.revision !== undefined).length;
+  if (withRevision !== 0 && withRevision !== tier.length) throw new Error(`renderEnvoyConfig: ${name}: give every replica a revision, or none`);
 }
 
 /**
@@ -261,12 +274,24 @@ export const replicaName = (h: UpstreamHost): string => `${h.host}:${h.port}`;
  */
 function replicaMetadata(tier: UpstreamHost[], h: UpstreamHost): object {
   const me = replicaName(h);
-  return { replica: me, [AVOID_KEY]: [...new Set(tier.map(replicaName))].filter((n) => n !== me) };
+  const md: Record<string, unknown> = { replica: me, [AVOID_KEY]: [...new Set(tier.map(replicaName))].filter((n) => n !== me) };
+  if (h.revision !== undefined) md[REVISION_KEY] = h.revision;
+  return md;
 }
 
+/**
+ * The subsets a recovery leg can ask for. Envoy picks the selector whose keys are exactly the request's
+ * `envoy.lb` keys, so with revisions every combination is listed: avoid + revision (the usual continuation),
+ * revision alone, avoid alone. A request whose keys match no selector falls back to any replica.
+ */
 function avoidHostSubsets(tier: UpstreamHost[]): object {
   if (tier.length < 2) return {};
-  return { lb_subset_config: { fallback_policy: 'ANY_ENDPOINT', list_as_any: true, subset_selectors: [{ keys: [AVOID_KEY] }] } };
+  const selectors = hasRevisions(tier) ? [{ keys: [AVOID_KEY, REVISION_KEY] }, { keys: [REVISION_KEY] }, { keys: [AVOID_KEY] }] : [{ keys: [AVOID_KEY] }];
+  return { lb_subset_config: { fallback_policy: 'ANY_ENDPOINT', list_as_any: true, subset_selectors: selectors } };
+}
+
+function hasRevisions(tier: UpstreamHost[] | undefined): boolean {
+  return !!tier && tier.length > 1 && tier.some((h) => h.revision !== undefined);
 }
 
 /** Streams per HTTP/2 connection to the sidecar: below nghttp2's reset burst of 1000 (see extProcCluster). */
@@ -480,7 +505,8 @@ function chatListener(idleTimeout: string): object {
 }
 
 /** An egress listener: the sidecar's legs go through it to a router-tier cluster. */
-function egressListener(name: string, port: number, cluster: string, idleTimeout: string, retryBufferLimitBytes: number): object {
+/** `revisionHeader`: when the cluster's replicas carry revisions, the request header that asks for one. */
+function egressListener(name: string, port: number, cluster: string, idleTimeout: string, retryBufferLimitBytes: number, revisionHeader?: string): object {
   return {
     name,
     // Loopback only: this listener has no ext_proc filter and trusts its caller (the sidecar).
@@ -570,7 +596,11 @@ function egressListener(name: string, port: number, cluster: string, idleTimeout
                   name: 'envoy.filters.http.header_to_metadata',
                   typed_config: {
                     '@type': T.headerToMetadata,
-                    request_rules: [{ header: AVOID_HOST_HEADER, remove: true, on_header_present: { metadata_namespace: 'envoy.lb', key: AVOID_KEY, type: 'STRING' } }],
+                    request_rules: [
+                      { header: AVOID_HOST_HEADER, remove: true, on_header_present: { metadata_namespace: 'envoy.lb', key: AVOID_KEY, type: 'STRING' } },
+                      // Kept on the request: a router tier behind may route by it too.
+                      ...(revisionHeader ? [{ header: revisionHeader, on_header_present: { metadata_namespace: 'envoy.lb', key: REVISION_KEY, type: 'STRING' } }] : []),
+                    ],
                   },
                 },
                 { name: 'envoy.filters.http.router', typed_config: { '@type': T.router } },
@@ -617,12 +647,12 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
   const listeners: object[] = [
     frontListener(o, idleTimeout),
     chatListener(idleTimeout),
-    egressListener('egress', o.egressPort, ROUTER_CLUSTER, idleTimeout, retryBuffer),
+    egressListener('egress', o.egressPort, ROUTER_CLUSTER, idleTimeout, retryBuffer, hasRevisions(o.routerTier) ? o.modelRevisionHeader ?? DEFAULT_MODEL_REVISION_HEADER : undefined),
   ];
   const clusters: object[] = [routerCluster(ROUTER_CLUSTER, o.routerTier, o.routerConnectTimeoutSeconds ?? 5)];
   if (withContinuation) {
     listeners.push(
-      egressListener('continuation_egress', o.continuationEgressPort as number, CONTINUATION_CLUSTER, idleTimeout, retryBuffer),
+      egressListener('continuation_egress', o.continuationEgressPort as number, CONTINUATION_CLUSTER, idleTimeout, retryBuffer, hasRevisions(o.continuationTier) ? o.modelRevisionHeader ?? DEFAULT_MODEL_REVISION_HEADER : undefined),
     );
     clusters.push(routerCluster(CONTINUATION_CLUSTER, o.continuationTier as UpstreamHost[], o.routerConnectTimeoutSeconds ?? 5));
   }

@@ -48,6 +48,34 @@ describe('model revision across legs (two replicas of different revisions: a rol
   });
 });
 
+describe('routing a continuation by revision (Envoy subsets over a replica list with revisions)', () => {
+  // Mid rolling update: two replicas on each revision.
+  const REVISIONS = ['rev-a', 'rev-b', 'rev-a', 'rev-b'];
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack({ replicas: 4, perReplica: REVISIONS.map((revision) => ({ revision })), revisionRouting: true });
+  });
+  afterAll(async () => stack?.stop());
+  beforeEach(() => resetFaults());
+
+  test('leg 2 lands on the other replica of leg 1\'s revision, never the failed one, and the answer is stitched', async () => {
+    const byName = Object.fromEntries(stack.engines.map((e, i) => [e.name, REVISIONS[i]]));
+    const seenRevisions = new Set<string>();
+    for (let k = 0; k < 8; k++) {
+      const id = newRequestId(`route-rev${k}`);
+      const r = await postChat(stack.url, chatBody({}, `revision routing ${k}`), { ...SIZE, 'x-request-id': id, 'x-fake-fault': `crash@${12 + k}` });
+      expectOneCompleteStream(r);
+      const [leg1, leg2] = seenFor(stack, id);
+      seenRevisions.add(byName[leg1.replica]);
+      expect(leg2.replica).not.toBe(leg1.replica);
+      expect(byName[leg2.replica]).toBe(byName[leg1.replica]);
+      expect(leg2.headers['x-model-revision']).toBe(byName[leg1.replica]);
+    }
+    // Round robin put leg 1 on both revisions.
+    expect(seenRevisions).toEqual(new Set(['rev-a', 'rev-b']));
+  });
+});
+
 describe('model revision from system_fingerprint (no revision header)', () => {
   let stack: TestStack;
   beforeAll(async () => {

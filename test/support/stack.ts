@@ -17,6 +17,8 @@ export interface TestStackOptions {
   engine?: Omit<FakeEngineOptions, 'port' | 'name'>;
   /** Options of replica i on top of `engine` (e.g. a different model revision per replica). */
   perReplica?: Omit<FakeEngineOptions, 'port' | 'name'>[];
+  /** Tell Envoy each replica's revision (UpstreamHost.revision), so a continuation is routed by revision. */
+  revisionRouting?: boolean;
   /** A separate continuation router (CONTINUATION_URL) with its own replica. */
   continuationReplica?: boolean;
   /** Start Envoy without waiting for the sidecar (for the sidecar-down test). */
@@ -97,7 +99,7 @@ async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
     egressPort,
     extProcHost: '127.0.0.1',
     extProcPort,
-    routerTier: o.routerTier ?? engines.map((e) => ({ host: '127.0.0.1', port: e.port })),
+    routerTier: o.routerTier ?? engines.map((e, i) => ({ host: '127.0.0.1', port: e.port, ...(o.revisionRouting ? { revision: o.perReplica?.[i]?.revision } : {}) })),
     ...(continuationEngine ? { continuationEgressPort: contEgressPort, continuationTier: [{ host: '127.0.0.1', port: continuationEngine.port }] } : {}),
     stallTimeoutSeconds: Number(o.env?.STALL_IDLE_TIMEOUT_SECONDS ?? (o.productionDefaults ? 20 : 1)),
     maxStallSeconds: Number(o.env?.MAX_STALL_SECONDS ?? 300),

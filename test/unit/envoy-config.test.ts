@@ -250,6 +250,18 @@ describe('renderEnvoyConfig content', () => {
     ]);
   });
 
+  it('replicas with model revisions: revision metadata, a selector per key combination, the revision header to envoy.lb', () => {
+    const tier = [{ host: '10.0.0.1', port: 1, revision: 'r1' }, { host: '10.0.0.2', port: 1, revision: 'r2' }];
+    const c: any = renderEnvoyConfig({ ...base, routerTier: tier });
+    const rc = cluster(c, 'router_tier');
+    expect(rc.lb_subset_config.subset_selectors).toEqual([{ keys: ['serves_when_avoiding', 'model_revision'] }, { keys: ['model_revision'] }, { keys: ['serves_when_avoiding'] }]);
+    expect(rc.load_assignment.endpoints[0].lb_endpoints[1].metadata.filter_metadata['envoy.lb']).toEqual({ replica: '10.0.0.2:1', serves_when_avoiding: ['10.0.0.1:1'], model_revision: 'r2' });
+    const rules = hcm(listener(c, 'egress')).http_filters[0].typed_config.request_rules;
+    expect(rules[1]).toEqual({ header: 'x-model-revision', on_header_present: { metadata_namespace: 'envoy.lb', key: 'model_revision', type: 'STRING' } });
+    expect(hcm(listener(cfg, 'egress')).http_filters[0].typed_config.request_rules).toHaveLength(1);
+    expect(() => renderEnvoyConfig({ ...base, routerTier: [tier[0], { host: '10.0.0.3', port: 1 }] })).toThrow(/every replica a revision, or none/);
+  });
+
   it('continuation split adds a second egress listener and cluster; admin is loopback', () => {
     const c: any = renderEnvoyConfig({ ...base, continuationEgressPort: 18002, continuationTier: [{ host: '127.0.0.1', port: 18095 }] });
     const l = listener(c, 'continuation_egress');
