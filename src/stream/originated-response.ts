@@ -12,24 +12,20 @@ import { DONE_EVENT } from '../recovery/interruption';
 import { decidePostCommit, decidePreCommit } from '../recovery/planner';
 import { classifyCase } from '../recovery/prefix-builders';
 import { estimateTokens, promptText, type RecoveredTokens } from '../recovery/token-estimate';
-import { clientResponseHeaders, legRequestHeaders, upstreamHost } from '../request/forward-headers';
+import { legRequestHeaders, upstreamHost } from '../request/forward-headers';
 import { StreamTracker } from '../sse/tracker';
 import { LegAbort, LegOpenError, type LegResponse } from '../upstream/client';
-import { classifyLegHead } from '../upstream/leg-head';
-import { LegReader } from '../upstream/leg-reader';
 import { idempotencyKeyOf } from '../openai/tool-call-ids';
-import { revisionFromHeaders } from '../recovery/model-revision';
 import type { Logger } from '../obs/logger';
 import { admitRecovery } from './admit';
 import type { GatewayContext, InScopeRequest } from './context';
 import { Delivery } from './delivery';
-import { answerError, endForShutdown, interruptStream, passFailureThrough, routerUnreachable } from './give-up';
-import { relayLeg1 } from './leg1-relay';
+import { answerError, endForShutdown, interruptStream, passFailureThrough } from './give-up';
+import { runLeg1Attempt } from './leg1-attempt';
 import { continueFromPrefix } from './continuation';
 import type { LegFailure, LegOutcome } from './leg-loop';
 import { requestEndRecord, transitionRecord } from './request-record';
 import { canMove, IllegalTransitionError, isTerminal, type RequestState } from './request-state';
-import { relayVerbatim } from './verbatim';
 
 export class OriginatedResponse {
   state: RequestState = 'prefill';
@@ -57,7 +53,7 @@ export class OriginatedResponse {
   /** The replica that served the last leg (from the egress listener), which a recovery leg asks to avoid. */
   lastHost: string | undefined;
   /** Leg 1's model revision from its response header (else its system_fingerprint: modelRevision). */
-  private leg1HeaderRevision: string | undefined;
+  leg1HeaderRevision: string | undefined;
   /** Client-named requests get tool_call ids derived from the name (src/openai/tool-call-ids.ts). */
   readonly toolCallKey: string | undefined;
 
@@ -137,7 +133,7 @@ export class OriginatedResponse {
     for (;;) {
       this.attempt++;
       this.logTransition('ATTEMPT', { leg: 1 });
-      const out = await this.runLeg1Attempt();
+      const out = await runLeg1Attempt(this);
       this.settleSlot(out.type === 'failed' && !this.gone && !this.shuttingDown ? 'failed' : 'neutral');
       if (out.type === 'gone' || this.gone) return;
       if (out.type === 'finished') return this.setOutcome(this.attempt > 1 ? 'completed-after-retry' : 'completed');
@@ -197,67 +193,8 @@ export class OriginatedResponse {
     }
   }
 
-  private async runLeg1Attempt(): Promise<LegOutcome> {
-    const cfg = this.ctx.config;
-    const id = this.requestId && this.attempt > 1 ? `${this.requestId}-a${this.attempt}` : this.requestId;
-    this.attemptHadHeaders = false;
-    // FIRST_DELTA_TIMEOUT_SECONDS counts from the attempt's start (engines may hold their headers back during
-    // prefill): one deadline, armed here for the wait for headers and read by the leg loop after them.
-    const deadline = cfg.firstDeltaTimeoutMs > 0 ? Date.now() + cfg.firstDeltaTimeoutMs : null;
-    const timer = deadline === null ? undefined : setTimeout(() => this.cancelLeg(), cfg.firstDeltaTimeoutMs);
-    const res = await this.openLeg(cfg.downstreamUrl, id, this.req.rawBody);
-    clearTimeout(timer);
-    if (this.gone) return { type: 'gone' };
-    if (res instanceof LegOpenError) {
-      if (res.kind === 'aborted' && deadline !== null && Date.now() >= deadline && !this.shuttingDown) return { type: 'failed', failure: 'first-delta-timeout', detail: 'no response headers' };
-      if (res.kind === 'connect') return await routerUnreachable(this, 'egress-connect-failed');
-      return { type: 'failed', failure: res.kind === 'headers-timeout' ? 'headers-timeout' : 'reset', detail: res.kind };
-    }
-    this.upstreamStatus = res.status;
-    const flags = String(res.headers['x-gateway-upstream-flags']);
-    switch (classifyLegHead(res.status, res.headers)) {
-      case 'event-stream':
-        this.leg1HeaderRevision = revisionFromHeaders(res.headers, cfg.modelRevisionHeader);
-        this.delivery.setHeaders(200, clientResponseHeaders(res.headers));
-        this.attemptHadHeaders = true;
-        return relayLeg1({ ...this.leg1Host(), firstDeltaDeadline: deadline }, new LegReader(res.body));
-      case 'router-unreachable':
-        res.body.destroy();
-        return await routerUnreachable(this, `router-tier-unreachable:${flags}`);
-      case 'reset-before-headers':
-        res.body.destroy();
-        return { type: 'failed', failure: 'reset', detail: `reset-before-headers:${flags}` };
-      case 'overloaded': {
-        // Nothing was generated; the sidecar re-runs it (Envoy's retry policy would multiply attempts against a
-        // failing pool). If it does not, the client gets this answer unchanged.
-        const body = await res.body.readAll(65536);
-        return { type: 'failed', failure: 'overloaded', detail: 'status-503', engineAnswer: { status: res.status, headers: clientResponseHeaders(res.headers), body } };
-      }
-      case 'other-answer':
-        this.settleSlot(res.status >= 500 || res.status === 429 ? 'failed' : 'ok');
-        this.move('answered');
-        await relayVerbatim(this.delivery, res, () => this.gone);
-        return this.gone ? { type: 'gone' } : { type: 'responded' };
-    }
-  }
-
-  /** What the leg 1 relay may see and do of this request. */
-  private leg1Host() {
-    return {
-      ctx: this.ctx,
-      log: this.log,
-      delivery: this.delivery,
-      tracker: this.tracker,
-      structured: this.req.structured,
-      toolCallKey: this.toolCallKey,
-      isGone: () => this.gone,
-      commit: () => this.commit(),
-      endAfterFinish: (how: string) => this.endAfterFinish(how),
-    };
-  }
-
   /** The commit point: the first delta goes out, with the held headers and events before it. */
-  private async commit(): Promise<void> {
+  async commit(): Promise<void> {
     this.settleSlot('ok');
     if (!this.shuttingDown) this.move('decode');
     this.firstDeltaAt = Date.now();
@@ -267,7 +204,7 @@ export class OriginatedResponse {
   }
 
   /** The answer is complete; the leg ended or went quiet afterwards. Close the stream cleanly. */
-  private async endAfterFinish(how: string): Promise<LegOutcome> {
+  async endAfterFinish(how: string): Promise<LegOutcome> {
     this.settleSlot('ok');
     await this.delivery.end(this.tracker.doneSeen ? undefined : DONE_EVENT);
     this.move('done');
