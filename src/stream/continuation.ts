@@ -6,6 +6,7 @@
 import { planContinuationRequest } from '../recovery/continuation-request';
 import { decidePostCommit } from '../recovery/planner';
 import { familyFor } from '../recovery/prefix-builders';
+import { AVOID_HOST_HEADER } from '../request/forward-headers';
 import { LegOpenError } from '../upstream/client';
 import { LegReader } from '../upstream/leg-reader';
 import { countRecoveredTokens } from '../upstream/tokenizer';
@@ -22,6 +23,8 @@ export async function continueFromPrefix(r: OriginatedResponse, heldToolCall: Bu
   const prefix = familyFor(cfg.continuationModel ?? '').build(r.tracker.reasoning, r.tracker.content);
   const counted = await countRecoveredTokens(r.req.payload, r.tracker.reasoning, r.tracker.content, {
     url: cfg.tokenizeUrl, dialect: cfg.tokenizeDialect, rates, prefix, onFallback, deadlineMs: cfg.tokenizeTimeoutMs,
+    // Through Envoy's egress, counted where leg 2 may land: not on the replica that just failed.
+    headers: r.lastHost ? { [AVOID_HOST_HEADER]: r.lastHost } : undefined,
   });
   if (r.gone) return;
   r.countMethod = counted.method;

@@ -53,7 +53,7 @@ export class OriginatedResponse {
   /** Gives up waiting for a slot (client gone, shutdown). */
   private cancelWait: (() => void) | null = null;
   /** The replica that served the last leg (from the egress listener), which a recovery leg asks to avoid. */
-  private lastHost: string | undefined;
+  lastHost: string | undefined;
 
   constructor(readonly ctx: GatewayContext, stream: ProcessorStream, readonly req: InScopeRequest) {
     this.delivery = new Delivery(stream);

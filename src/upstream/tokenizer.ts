@@ -45,8 +45,14 @@ interface Answer {
   json: any;
 }
 
-async function post(url: string, body: object, signal: AbortSignal): Promise<Answer> {
-  const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal });
+/** A call's context: the shared deadline, and headers for the egress listener (the replica to avoid). */
+interface Call {
+  signal: AbortSignal;
+  headers?: Record<string, string>;
+}
+
+async function post(url: string, body: object, call: Call): Promise<Answer> {
+  const res = await request(url, { method: 'POST', headers: { ...call.headers, 'content-type': 'application/json' }, body: JSON.stringify(body), signal: call.signal });
   const text = await res.body.text();
   let json: any;
   try {
@@ -81,19 +87,19 @@ const TEMPLATE_FIELDS = ['tools', 'chat_template', 'chat_template_kwargs', 'docu
 
 interface DialectClient {
   /** Tokens of generated text: no BOS/EOS added, special-token text read as the engine reads its prompt. */
-  text(url: string, model: unknown, text: string, signal: AbortSignal): Promise<number>;
+  text(url: string, model: unknown, text: string, call: Call): Promise<number>;
   /** The original request's prompt through the engine's chat template, as its chat endpoint counts it. */
-  prompt?(url: string, payload: any, signal: AbortSignal): Promise<number>;
+  prompt?(url: string, payload: any, call: Call): Promise<number>;
 }
 
-const openAiText: DialectClient['text'] = async (url, model, text, signal) =>
-  countOf(await post(url, { model, prompt: text, add_special_tokens: false }, signal), url, text);
+const openAiText: DialectClient['text'] = async (url, model, text, call) =>
+  countOf(await post(url, { model, prompt: text, add_special_tokens: false }, call), url, text);
 
 const CLIENTS: Record<TokenizeDialect, DialectClient> = {
   sglang: { text: openAiText },
   vllm: {
     text: openAiText,
-    async prompt(url, payload, signal) {
+    async prompt(url, payload, call) {
       const body: Record<string, unknown> = {
         model: payload?.model,
         messages: payload?.messages ?? [],
@@ -103,21 +109,21 @@ const CLIENTS: Record<TokenizeDialect, DialectClient> = {
         add_special_tokens: payload?.add_special_tokens ?? false,
       };
       for (const f of TEMPLATE_FIELDS) if (payload?.[f] != null) body[f] = payload[f];
-      return countOf(await post(url, body, signal), url, null);
+      return countOf(await post(url, body, call), url, null);
     },
   },
   llamacpp: {
-    async text(url, _model, text, signal) {
-      return countOf(await post(url, { content: text, add_special: false, parse_special: true }, signal), url, text);
+    async text(url, _model, text, call) {
+      return countOf(await post(url, { content: text, add_special: false, parse_special: true }, call), url, text);
     },
-    async prompt(url, payload, signal) {
+    async prompt(url, payload, call) {
       // /apply-template parses the body as the chat endpoint does (tools, chat_template_kwargs, an
       // assistant prefill, ...), and strips a leading BOS when the vocabulary adds one; the chat endpoint
       // then tokenizes with add_special and parse_special on, as here.
       const tplUrl = applyTemplateUrl(url);
-      const t = await post(tplUrl, payload, signal);
+      const t = await post(tplUrl, payload, call);
       if (t.status !== 200 || typeof t.json?.prompt !== 'string') throw new Error(`${path(tplUrl)} answered ${t.status} without a prompt`);
-      return countOf(await post(url, { content: t.json.prompt, add_special: true, parse_special: true }, signal), url, t.json.prompt);
+      return countOf(await post(url, { content: t.json.prompt, add_special: true, parse_special: true }, call), url, t.json.prompt);
     },
   },
 };
@@ -130,12 +136,12 @@ export function forgetDetectedDialects(): void {
   detected.clear();
 }
 
-async function probeDialect(url: string, model: unknown, signal: AbortSignal): Promise<TokenizeDialect> {
+async function probeDialect(url: string, model: unknown, call: Call): Promise<TokenizeDialect> {
   // Both spellings in one body: SGLang/vLLM read `prompt`, llama.cpp reads `content`; each ignores the other.
-  const text = await post(url, { model, prompt: PROBE, content: PROBE, add_special_tokens: false, add_special: false }, signal);
+  const text = await post(url, { model, prompt: PROBE, content: PROBE, add_special_tokens: false, add_special: false }, call);
   if (text.status !== 200) throw new Error(`dialect detection: ${path(url)} answered ${text.status}`);
   if (typeof text.json?.count === 'number') {
-    const chat = await post(url, { model, messages: [{ role: 'user', content: PROBE }], add_generation_prompt: true }, signal);
+    const chat = await post(url, { model, messages: [{ role: 'user', content: PROBE }], add_generation_prompt: true }, call);
     return chat.status === 200 && typeof chat.json?.count === 'number' && chat.json.count > 0 ? 'vllm' : 'sglang';
   }
   if (Array.isArray(text.json?.tokens) && text.json.tokens.length > 0) return 'llamacpp';
@@ -143,10 +149,10 @@ async function probeDialect(url: string, model: unknown, signal: AbortSignal): P
 }
 
 /** The dialect at `url`, detected once and cached; a failed detection is not cached (tried again next time). */
-export function detectDialect(url: string, model: unknown, signal: AbortSignal): Promise<TokenizeDialect> {
+function detectDialect(url: string, model: unknown, call: Call): Promise<TokenizeDialect> {
   let p = detected.get(url);
   if (!p) {
-    p = probeDialect(url, model, signal);
+    p = probeDialect(url, model, call);
     detected.set(url, p);
     p.catch(() => detected.delete(url));
   }
@@ -162,6 +168,11 @@ export interface CountOptions {
   prefix: string;
   onFallback: (reason: string) => void;
   deadlineMs?: number;
+  /**
+   * Sent with every call. The continuation passes the egress listener's avoid-host header: a TOKENIZE_URL
+   * through Envoy's egress then reaches the replicas leg 2 may land on, never the one that just died.
+   */
+  headers?: Record<string, string>;
 }
 
 export async function countRecoveredTokens(payload: any, reasoning: string, content: string, o: CountOptions): Promise<CountedRecoveredTokens> {
@@ -178,12 +189,13 @@ export async function countRecoveredTokens(payload: any, reasoning: string, cont
   const timer = setTimeout(() => ac.abort(), deadlineMs);
   try {
     const model = payload?.model;
-    const dialect = o.dialect === 'auto' ? await detectDialect(url, model, ac.signal) : o.dialect;
+    const call: Call = { signal: ac.signal, headers: o.headers };
+    const dialect = o.dialect === 'auto' ? await detectDialect(url, model, call) : o.dialect;
     const client = CLIENTS[dialect];
-    const text = (t: string) => (t ? client.text(url, model, t, ac.signal) : Promise.resolve(0));
+    const text = (t: string) => (t ? client.text(url, model, t, call) : Promise.resolve(0));
     // Images have no template text to count: a multimodal prompt is always leg 2's minus the prefix. A
     // template call that fails while the text calls answer still leaves that exact subtraction.
-    const templated = client.prompt && !hasMultimodalContent(payload) ? client.prompt(url, payload, ac.signal).catch(() => undefined) : undefined;
+    const templated = client.prompt && !hasMultimodalContent(payload) ? client.prompt(url, payload, call).catch(() => undefined) : undefined;
     const [reasoningTokens, contentTokens, prefixTokens, promptTokens] = await Promise.all([text(reasoning), text(content), text(o.prefix), templated]);
     return {
       promptTokens: promptTokens ?? est.promptTokens,

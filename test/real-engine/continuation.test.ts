@@ -95,6 +95,11 @@ if ('skip' in located) {
       stack = await startRealStack(replicas, { STALL_IDLE_TIMEOUT_SECONDS: '3', TOKENIZE_URL: '{egress}/tokenize', TOKENIZE_TIMEOUT_MS: '2000' });
     }, 300_000);
 
+    // A failed kill case must not leave its replica dead for the next one (same port, STATIC cluster).
+    afterEach(async () => {
+      for (const rep of replicas ?? []) if (!rep.pid) await rep.start();
+    }, 180_000);
+
     afterAll(async () => {
       printTable(rows, notes, greedy, greedyChunks, assets.version);
       await stack?.stop();
@@ -276,6 +281,7 @@ if ('skip' in located) {
       // its chat template. prompt_tokens is the uninterrupted run's exactly; completion_tokens is within one
       // token of the engine's count of the text the client got (+1: the end-of-turn token an answer that
       // stops generates, as in the uninterrupted run) and, when the text is the greedy one, of its usage.
+      expect(r.usage.continuation.fallback ?? null).toBeNull(); // the reason, if the estimate was used
       expect(r.usage.continuation).toMatchObject({ legs: 2, method: 'tokenize', dialect: 'llamacpp', prompt: 'template' });
       expect(r.usage.prompt_tokens).toBe(greedy.usage.prompt_tokens);
       const stitchedTokens = (await engineTokens(survivor, r.content)) + 1;
@@ -327,6 +333,7 @@ if ('skip' in located) {
       expectOneCompleteStream(r);
       expect(r.content.startsWith(kill.contentAtKill)).toBe(true);
       expect(r.finishReasons).toEqual(['length']);
+      expect(r.usage.continuation.fallback ?? null).toBeNull();
       expect(r.usage.continuation).toMatchObject({ method: 'tokenize', dialect: 'llamacpp', prompt: 'template' });
       expect(r.usage.prompt_tokens).toBe(ref.usage.prompt_tokens);
       expect(r.usage.completion_tokens).toBe(BUDGET);
