@@ -116,6 +116,11 @@ const schema = z.object({
   OTHER_CHARS_PER_TOKEN: num(4.0, { positive: true }),
   TOKENIZE_URL: optionalHttpUrl,
   TOKENIZE_TIMEOUT_MS: num(200, { positive: true }),
+  TOKENIZE_DIALECT: z
+    .string()
+    .optional()
+    .transform((v) => (v?.trim() || 'auto').toLowerCase())
+    .pipe(z.enum(['auto', 'sglang', 'vllm', 'llamacpp'], { message: 'expected auto, sglang, vllm or llamacpp' })),
   BUFFER_TOOL_CALLS: bool(false),
   BUFFER_STRUCTURED_OUTPUT: bool(false),
   UNREACHABLE_STATUS: num(429, { int: true, min: 400, max: 599 }),
@@ -174,6 +179,8 @@ export interface GatewayConfig {
   /** The engine's /tokenize endpoint for exact accounting; unset = character estimate. */
   readonly tokenizeUrl: string | undefined;
   readonly tokenizeTimeoutMs: number;
+  /** Which /tokenize body TOKENIZE_URL reads (src/upstream/tokenizer.ts); auto = detected once per URL. */
+  readonly tokenizeDialect: 'auto' | 'sglang' | 'vllm' | 'llamacpp';
   readonly bufferToolCalls: boolean;
   readonly bufferStructuredOutput: boolean;
   readonly unreachableStatus: number;
@@ -246,6 +253,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     otherCharsPerToken: e.OTHER_CHARS_PER_TOKEN,
     tokenizeUrl: e.TOKENIZE_URL,
     tokenizeTimeoutMs: e.TOKENIZE_TIMEOUT_MS,
+    tokenizeDialect: e.TOKENIZE_DIALECT,
     bufferToolCalls: e.BUFFER_TOOL_CALLS,
     bufferStructuredOutput: e.BUFFER_STRUCTURED_OUTPUT,
     unreachableStatus: e.UNREACHABLE_STATUS,

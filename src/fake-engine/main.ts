@@ -1,5 +1,5 @@
 // CLI for the demo: `node dist/src/fake-engine/main.js --port 9001 --name replica-a --dialect sglang
-// --family generic --token-ms 40`. Prints one line when listening (the demo waits for it). SIGUSR1 makes it
+// --family generic --token-ms 40 [--tokenizer sglang|vllm|llamacpp]`. Prints one line when listening (the demo waits for it). SIGUSR1 makes it
 // fall over and come back (FakeEngine.failFor): its streams are reset and it answers 503 for
 // --unavailable-ms (default 3000).
 import { Dialect } from './dialect';
@@ -22,6 +22,10 @@ function parseArgs(argv: string[]): FakeEngineOptions & { unavailableMs: number 
       case '--dialect':
         if (value !== 'sglang' && value !== 'vllm') throw new Error(`bad --dialect ${value}`);
         opts.dialect = value as Dialect;
+        break;
+      case '--tokenizer':
+        if (value !== 'sglang' && value !== 'vllm' && value !== 'llamacpp') throw new Error(`bad --tokenizer ${value}`);
+        opts.tokenizer = value;
         break;
       case '--family':
         if (value !== 'generic' && value !== 'kimi-k3') throw new Error(`bad --family ${value}`);

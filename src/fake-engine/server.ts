@@ -9,7 +9,8 @@ import { Fault, takeFault } from './faults';
 import { planRequest } from './plan';
 import { PrefixFamily } from './prefix-parse';
 import { parseBurst, StreamRun } from './stream';
-import { tokenId, tokenize, promptTokens } from './tokens';
+import { withoutTrailingAssistant } from './answer';
+import { contentText, tokenId, tokenize, promptTokens } from './tokens';
 
 export type { Dialect } from './dialect';
 export type { PrefixFamily } from './prefix-parse';
@@ -30,7 +31,16 @@ export interface FakeEngineOptions {
    */
   revision?: string;
   revisionHeader?: boolean;
+  /**
+   * The /tokenize dialect (default: the chat dialect). `sglang`: text only ({prompt} or {text}; a body with
+   * messages and no prompt is refused, as SGLang's TokenizeRequest does). `vllm`: text or messages (through
+   * the pseudo chat template). `llamacpp`: {content} only (anything else: 200 {"tokens": []}, as llama-server),
+   * plus POST /apply-template {messages} -> {prompt}.
+   */
+  tokenizer?: TokenizerDialect;
 }
+
+export type TokenizerDialect = 'sglang' | 'vllm' | 'llamacpp';
 
 export interface FakeEngine {
   url: string;
@@ -76,6 +86,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
   const dialect: Dialect = opts.dialect ?? 'sglang';
   const family: PrefixFamily = opts.family ?? 'generic';
   const model = opts.model ?? 'fake-model';
+  const tokenizer: TokenizerDialect = opts.tokenizer ?? dialect;
   const requests: SeenRequest[] = [];
   const live = new Set<Exchange>();
   const sockets = new Set<Socket>();
@@ -138,13 +149,30 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
 
   function tokenizeRoute(ex: Exchange): void {
     const b = ex.record.body;
-    const toks = Array.isArray(b?.messages)
+    if (tokenizer === 'llamacpp') {
+      // llama-server reads `content` only and answers an empty list to anything else.
+      const tokens = typeof b?.content === 'string' ? tokenize(b.content).map(tokenId) : [];
+      return ex.sendJson(200, { tokens });
+    }
+    if (tokenizer === 'sglang' && typeof b?.prompt !== 'string' && typeof b?.text !== 'string') {
+      return ex.sendJson(400, errorBody('fake-engine (sglang /tokenize): field "prompt" required', 'BadRequestError', 400));
+    }
+    const toks = tokenizer === 'vllm' && Array.isArray(b?.messages)
       ? promptTokens(b.messages)
       : tokenize(String(b?.prompt ?? b?.text ?? ''));
     const tokens = toks.map(tokenId);
     const out: Record<string, unknown> = { tokens, count: tokens.length };
-    if (dialect === 'vllm') out.max_model_len = MAX_MODEL_LEN;
+    if (tokenizer === 'vllm') out.max_model_len = MAX_MODEL_LEN;
     ex.sendJson(200, out);
+  }
+
+  /** llama-server's /apply-template: the templated prompt; a final assistant message is an open prefill. */
+  function applyTemplateRoute(ex: Exchange): void {
+    const messages = ex.record.body?.messages;
+    if (!Array.isArray(messages) || messages.length === 0) return bad(ex, 'fake-engine: /apply-template needs messages');
+    const last = messages[messages.length - 1];
+    const prefill = last?.role === 'assistant' ? contentText(last.content) : '';
+    ex.sendJson(200, { prompt: promptTokens(withoutTrailingAssistant(messages)).join('') + prefill });
   }
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
@@ -169,7 +197,8 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     ex.onClose(() => live.delete(ex));
 
     if (req.method === 'POST' && path === '/v1/chat/completions') return chat(ex);
-    if (req.method === 'POST' && path === '/tokenize') return tokenizeRoute(ex);
+    if (req.method === 'POST' && (path === '/tokenize' || (path === '/v1/tokenize' && tokenizer === 'sglang'))) return tokenizeRoute(ex);
+    if (req.method === 'POST' && path === '/apply-template' && tokenizer === 'llamacpp') return applyTemplateRoute(ex);
     if (req.method === 'GET' && path === '/v1/models') {
       return ex.sendJson(200, {
         object: 'list',

@@ -73,12 +73,39 @@ export function hasMultimodalContent(payload: any): boolean {
   );
 }
 
+export type TokenizeDialect = 'sglang' | 'vllm' | 'llamacpp';
+
+/**
+ * How the numbers were obtained, for usage.continuation and the request_end record.
+ *   method  'tokenize': the engine counted (dialect says whose /tokenize); 'estimate': characters.
+ *   prompt  'template': the engine tokenized the original request through its chat template (vLLM /tokenize
+ *           with messages, llama.cpp /apply-template then /tokenize); 'leg2-minus-prefix': leg 2's own
+ *           prompt_tokens minus the engine's count of the prefix leg 2 was given (SGLang, whose /tokenize
+ *           takes text only, and multimodal requests); 'estimate': the character estimate.
+ *   fallback  why the estimate is used although TOKENIZE_URL is set (absent otherwise).
+ */
+export interface Accounting {
+  method: 'tokenize' | 'estimate';
+  dialect: TokenizeDialect | null;
+  prompt: 'template' | 'leg2-minus-prefix' | 'estimate';
+  fallback?: string;
+}
+
 export interface RecoveredTokens {
+  /** The original request's prompt (exact when accounting.prompt is 'template'; else an estimate). */
   promptTokens: number;
   reasoningTokens: number;
   contentTokens: number;
   /** reasoning + content: what leg1 generated and the client already has. */
   totalRecovered: number;
+  /**
+   * The engine's count of leg 2's continuation prefix (the final assistant message, markers included), when
+   * the engine counted it. Leg 2's prompt is the original prompt plus exactly these tokens, so the original
+   * prompt is leg 2's prompt_tokens minus this (used when accounting.prompt is 'leg2-minus-prefix', and for
+   * multimodal requests, whose images have no characters to estimate).
+   */
+  prefixTokens?: number;
+  accounting?: Accounting;
 }
 
 /** Reference estimate_recovered_tokens: the original prompt, and the reasoning/content delivered by leg1. */

@@ -4,13 +4,17 @@
 //
 //   completion_tokens = leg2.completion_tokens + recovered.reasoning + recovered.content
 //   reasoning_tokens  = leg2.reasoning_tokens  + recovered.reasoning   (completion includes reasoning)
-//   prompt_tokens     = estimate of the ORIGINAL request's prompt      (text-only requests)
-//                     = max(0, leg2.prompt_tokens - recovered.total)   (multimodal requests)
+//   prompt_tokens     = the ORIGINAL request's prompt, counted by the engine (template) or estimated
+//                     = max(0, leg2.prompt_tokens - prefix tokens)     (engine-counted prefix: SGLang, multimodal)
+//                     = max(0, leg2.prompt_tokens - recovered.total)   (multimodal, estimate only)
 //   total_tokens      = prompt_tokens + completion_tokens
 //   cached_tokens     = min(leg2.cached_tokens, prompt_tokens - 1), never below 0
 //
 // Text-only: leg2's prompt also holds the recovered prefix, so it is not the client's prompt; the reference
-// uses the character estimate of the original request instead. Multimodal: images have no characters to
+// uses the character estimate of the original request instead. With TOKENIZE_URL the engine counts: either
+// the original request through its chat template, or the prefix leg2 was given (leg2's prompt is the
+// original prompt, generation prompt included, plus exactly those tokens), which leg2's prompt_tokens
+// minus the prefix count turns into the original prompt as an uninterrupted run reports it. Multimodal: images have no characters to
 // estimate (the reference saw ~12 estimated for a 60k-token image prompt), so leg2's real count is used
 // minus the estimate of the prefix it contains. cached_tokens was measured against leg2's larger prompt;
 // it is kept strictly below prompt_tokens so the bill never shows a fully cached (or over-cached) prompt.
@@ -26,7 +30,12 @@ const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v)
  */
 export function correctUsage(usage: any, recovered: RecoveredTokens, multimodal: boolean): any {
   const leg2 = isObject(usage) ? usage : {};
-  const promptTokens = multimodal ? Math.max(0, num(leg2.prompt_tokens) - recovered.totalRecovered) : recovered.promptTokens;
+  const fromLeg2 = recovered.prefixTokens !== undefined && (multimodal || recovered.accounting?.prompt === 'leg2-minus-prefix');
+  const promptTokens = fromLeg2
+    ? Math.max(0, num(leg2.prompt_tokens) - (recovered.prefixTokens as number))
+    : multimodal
+      ? Math.max(0, num(leg2.prompt_tokens) - recovered.totalRecovered)
+      : recovered.promptTokens;
   const completionTokens = num(leg2.completion_tokens) + recovered.totalRecovered;
   const out: Record<string, any> = {
     ...leg2,

@@ -1,11 +1,12 @@
 // The continuation: ONE leg 2, a new generation conditioned on the text the client already has (not a
-// migration of the failed replica's state). Counted (exact via /tokenize, else estimated), planned
+// migration of the failed replica's state). Counted (exact via the engine's /tokenize, else estimated), planned
 // (src/recovery/continuation-request.ts), admitted (a re-prefill slot), sent to a replica other than the
 // failed one, and relayed with leg 1's id and corrected usage; any failure of it ends the stream with the
 // interruption event (there is never a third leg).
 import { planContinuationRequest } from '../recovery/continuation-request';
 import { decidePostCommit } from '../recovery/planner';
 import { familyFor } from '../recovery/prefix-builders';
+import { AVOID_HOST_HEADER } from '../request/forward-headers';
 import { LegOpenError } from '../upstream/client';
 import { LegReader } from '../upstream/leg-reader';
 import { revisionFromHeaders, revisionsDiffer } from '../recovery/model-revision';
@@ -19,7 +20,13 @@ export async function continueFromPrefix(r: OriginatedResponse, heldToolCall: Bu
   const cfg = r.ctx.config;
   const rates = { cjk: cfg.cjkCharsPerToken, other: cfg.otherCharsPerToken };
   const onFallback = (why: string) => r.log.warn({ decision: 'TOKENIZE_FALLBACK', reason: why }, 'tokenize failed, using the character estimate');
-  const counted = await countRecoveredTokens(cfg.tokenizeUrl, r.req.payload, r.tracker.reasoning, r.tracker.content, rates, onFallback, cfg.tokenizeTimeoutMs);
+  // The prefix leg 2 will be given, counted too: leg 2's prompt_tokens minus it is the original prompt.
+  const prefix = familyFor(cfg.continuationModel ?? '').build(r.tracker.reasoning, r.tracker.content);
+  const counted = await countRecoveredTokens(r.req.payload, r.tracker.reasoning, r.tracker.content, {
+    url: cfg.tokenizeUrl, dialect: cfg.tokenizeDialect, rates, prefix, onFallback, deadlineMs: cfg.tokenizeTimeoutMs,
+    // Through Envoy's egress, counted where leg 2 may land: not on the replica that just failed.
+    headers: r.lastHost ? { [AVOID_HOST_HEADER]: r.lastHost } : undefined,
+  });
   if (r.gone) return;
   r.countMethod = counted.method;
   const plan = planContinuationRequest(r.req.payload, r.tracker, { continuationModel: cfg.continuationModel ?? '', engine: cfg.engine, rates, recovered: counted });
@@ -33,7 +40,10 @@ export async function continueFromPrefix(r: OriginatedResponse, heldToolCall: Bu
   if (heldToolCall) r.log.info({ decision: 'HELD_TOOL_CALL_DISCARDED', bytes: heldToolCall.length }, 'tool call held at the failure: the continuation starts before it');
   r.recovered = plan.recovered;
   const family = familyFor(cfg.continuationModel ?? '').name;
-  r.logTransition('ATTEMPT', { leg: 2, case: plan.case, family, recovered_reasoning_tokens: plan.recovered.reasoningTokens, recovered_content_tokens: plan.recovered.contentTokens, budget_fields: plan.budgetFields });
+  r.logTransition('ATTEMPT', {
+    leg: 2, case: plan.case, family, recovered_reasoning_tokens: plan.recovered.reasoningTokens, recovered_content_tokens: plan.recovered.contentTokens,
+    budget_fields: plan.budgetFields, budget_remaining: plan.budgetFields.length > 0 ? plan.body[plan.budgetFields[0]] : null, accounting: counted.accounting,
+  });
   const res = await r.openLeg(cfg.continuationUrl, r.requestId ? `${r.requestId}-c1` : undefined, Buffer.from(JSON.stringify(plan.body)), true);
   if (r.gone) return;
   if (res instanceof LegOpenError) {
@@ -63,7 +73,7 @@ export async function continueFromPrefix(r: OriginatedResponse, heldToolCall: Bu
       recovered: plan.recovered,
       multimodal: r.req.multimodal,
       clientWantsUsage: r.req.payload.stream_options?.include_usage === true,
-      accounting: { legs: 2, method: r.countMethod },
+      accounting: { legs: 2, ...counted.accounting },
       isGone: () => r.gone,
       onFirstBytes: () => r.ctx.metrics.observeRecoveryLatency((Date.now() - r.failedAt) / 1000),
       onFirstToken: () => r.settleSlot('ok'),

@@ -4,7 +4,7 @@
 import { DONE_EVENT } from '../recovery/interruption';
 import { isRoleOnlyChunk, rewriteLeg2Chunk } from '../recovery/leg2-rewrite';
 import { decideOnSilence } from '../recovery/planner';
-import type { RecoveredTokens } from '../recovery/token-estimate';
+import type { Accounting, RecoveredTokens } from '../recovery/token-estimate';
 import { StreamTracker } from '../sse/tracker';
 import { withIdempotentToolCallIds } from '../openai/tool-call-ids';
 import { revisionFromChunk, revisionsDiffer } from '../recovery/model-revision';
@@ -24,7 +24,7 @@ export interface Leg2Host {
   readonly multimodal: boolean;
   readonly clientWantsUsage: boolean;
   /** Reported in usage.continuation (an extra field clients may ignore). */
-  readonly accounting: { legs: number; method: 'tokenize' | 'estimate' };
+  readonly accounting: { legs: number } & Accounting;
   isGone(): boolean;
   onFirstBytes(): void;
   /** The first generated token (a delta or a finish): the re-prefill is over. */
@@ -75,7 +75,12 @@ export function relayLeg2(h: Leg2Host, reader: LegReader): Promise<LegOutcome> {
       let rewritten = rewriteLeg2Chunk(o.json, { responseId: h.tracker.id, reasoningField: h.tracker.reasoningField, recovered: h.recovered, multimodal: h.multimodal });
       if (h.toolCallKey && o.toolCall) rewritten = withIdempotentToolCallIds(rewritten, h.toolCallKey) ?? rewritten;
       if (!h.clientWantsUsage && rewritten.usage) delete rewritten.usage;
-      if (rewritten.usage) rewritten.usage.continuation = { legs: h.accounting.legs, recovered_tokens: h.recovered.totalRecovered, method: h.accounting.method };
+      if (rewritten.usage) {
+        const a = h.accounting;
+        rewritten.usage.continuation = {
+          legs: a.legs, recovered_tokens: h.recovered.totalRecovered, method: a.method, dialect: a.dialect, prompt: a.prompt, ...(a.fallback ? { fallback: a.fallback } : {}),
+        };
+      }
       out.push(Buffer.from(`data: ${JSON.stringify(rewritten)}\n\n`));
     },
     write: (out) => h.delivery.write(out.length === 1 ? out[0] : Buffer.concat(out)),

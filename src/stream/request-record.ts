@@ -33,6 +33,11 @@ export function requestEndRecord(r: OriginatedResponse): Record<string, unknown>
     delivered_content_chars: r.tracker.content.length,
     recovered_tokens: r.recovered?.totalRecovered ?? 0,
     accounting: r.recovered ? r.countMethod : null,
+    // Whose /tokenize counted (null: the estimate), how the prompt was obtained, and why the estimate
+    // was used although TOKENIZE_URL is set.
+    accounting_dialect: r.recovered?.accounting?.dialect ?? null,
+    accounting_prompt: r.recovered ? (r.recovered.accounting?.prompt ?? 'estimate') : null,
+    accounting_fallback: r.recovered?.accounting?.fallback ?? null,
     outcome: r.outcome,
     reason: r.reason,
     upstream_status: r.upstreamStatus,

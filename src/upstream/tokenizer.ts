@@ -1,51 +1,217 @@
-// Exact token counts from the engine's /tokenize (TOKENIZE_URL), used instead of the character estimate
-// for usage and the leg2 budget. Bounded: a call that fails or takes longer than the deadline falls back
-// to the estimate (logged), because a recovery must never wait on accounting.
+// Exact token counts from the engine (TOKENIZE_URL), used instead of the character estimate for usage and
+// for leg 2's budget. Three /tokenize dialects exist and they do not understand each other's bodies:
+//
+//   vLLM      POST /tokenize {model, prompt, add_special_tokens}              -> {count, tokens, max_model_len}
+//             POST /tokenize {model, messages, add_generation_prompt, ...}    -> the same, through the chat template
+//   SGLang    POST /tokenize (or /v1/tokenize) {model, prompt, add_special_tokens} -> {tokens, count, max_model_len}
+//             (text only: a body with messages and no prompt is refused)
+//   llama.cpp POST /tokenize {content, add_special, parse_special}             -> {tokens}
+//             (any other body: 200 {"tokens": []}, i.e. "0 tokens": taken as a failure here, never as a count)
+//             POST /apply-template {the chat request}                         -> {prompt} (the templated text)
+//
+// TOKENIZE_DIALECT picks one, or `auto` detects it once per URL (then cached): a text probe that both
+// spellings can read tells llama.cpp ({tokens} only) from SGLang/vLLM ({count, ...}); a messages probe
+// tells vLLM (counts it) from SGLang (refuses it).
+//
+// What is counted: the delivered reasoning and content (leg 1's completion tokens), the continuation prefix
+// leg 2 is given (markers included), and, where the dialect can, the original request through the chat
+// template (the prompt an uninterrupted run reports). Without the latter (SGLang, multimodal requests) the
+// prompt is leg 2's prompt_tokens minus the prefix count (src/recovery/usage.ts).
+//
+// Bounded: everything shares one deadline (TOKENIZE_TIMEOUT_MS); a call that fails or is late makes the
+// whole count fall back to the estimate, said in the result (accounting.fallback) and logged by the caller,
+// because a recovery must never wait on accounting.
 import { request } from 'undici';
-import { estimateRecoveredTokens, type RecoveredTokens } from '../recovery/token-estimate';
+import {
+  estimateRecoveredTokens,
+  hasMultimodalContent,
+  type Accounting,
+  type RecoveredTokens,
+  type TokenizeDialect,
+} from '../recovery/token-estimate';
 
 export const DEFAULT_TOKENIZE_DEADLINE_MS = 200;
+export const TOKENIZE_DIALECTS = ['auto', 'sglang', 'vllm', 'llamacpp'] as const;
+export type TokenizeDialectSetting = (typeof TOKENIZE_DIALECTS)[number];
+export type { TokenizeDialect };
 
 export interface CountedRecoveredTokens extends RecoveredTokens {
   method: 'tokenize' | 'estimate';
+  accounting: Accounting;
 }
 
-/** SGLang answers {tokens, count}; vLLM {count, tokens, max_model_len}: `count` or `tokens.length`. */
-async function count(url: string, body: object, signal: AbortSignal): Promise<number> {
-  const res = await request(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal });
-  const json = (await res.body.json()) as { count?: number; tokens?: unknown[] };
-  if (res.statusCode !== 200) throw new Error(`tokenize answered ${res.statusCode}`);
-  if (typeof json.count === 'number') return json.count;
-  if (Array.isArray(json.tokens)) return json.tokens.length;
-  throw new Error('tokenize answer has neither count nor tokens');
+interface Answer {
+  status: number;
+  json: any;
 }
 
-export async function countRecoveredTokens(
-  tokenizeUrl: string | undefined,
-  payload: any,
-  reasoning: string,
-  content: string,
-  rates: { cjk: number; other: number },
-  onFallback: (reason: string) => void,
-  deadlineMs = DEFAULT_TOKENIZE_DEADLINE_MS,
-): Promise<CountedRecoveredTokens> {
-  const estimate = (): CountedRecoveredTokens => ({ ...estimateRecoveredTokens(payload, reasoning, content, rates), method: 'estimate' });
-  if (!tokenizeUrl) return estimate();
+/** A call's context: the shared deadline, and headers for the egress listener (the replica to avoid). */
+interface Call {
+  signal: AbortSignal;
+  headers?: Record<string, string>;
+}
+
+async function post(url: string, body: object, call: Call): Promise<Answer> {
+  const res = await request(url, { method: 'POST', headers: { ...call.headers, 'content-type': 'application/json' }, body: JSON.stringify(body), signal: call.signal });
+  const text = await res.body.text();
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.statusCode, json };
+}
+
+const path = (url: string) => new URL(url).pathname;
+
+/** `count` (SGLang, vLLM) or the length of `tokens` (all three); a non-empty text never has 0 tokens. */
+function countOf(a: Answer, url: string, text: string | null): number {
+  if (a.status !== 200) throw new Error(`${path(url)} answered ${a.status}`);
+  const n = typeof a.json?.count === 'number' ? a.json.count : Array.isArray(a.json?.tokens) ? a.json.tokens.length : undefined;
+  if (n === undefined) throw new Error(`${path(url)} answer has neither count nor tokens`);
+  // llama.cpp answers {"tokens": []} to a body it cannot read: counting that as 0 would bill nothing.
+  if (n === 0 && text !== '') throw new Error(`${path(url)} counted 0 tokens for a non-empty text (wrong TOKENIZE_DIALECT?)`);
+  return n;
+}
+
+/** llama.cpp's /apply-template beside its /tokenize: the last path segment of TOKENIZE_URL replaced. */
+export function applyTemplateUrl(tokenizeUrl: string): string {
+  const u = new URL(tokenizeUrl);
+  u.pathname = u.pathname.replace(/[^/]*$/, 'apply-template');
+  return u.toString();
+}
+
+// The request fields that change what the chat template renders (vLLM's TokenizeChatRequest takes them).
+const TEMPLATE_FIELDS = ['tools', 'chat_template', 'chat_template_kwargs', 'documents', 'mm_processor_kwargs'] as const;
+
+interface DialectClient {
+  /** Tokens of generated text: no BOS/EOS added, special-token text read as the engine reads its prompt. */
+  text(url: string, model: unknown, text: string, call: Call): Promise<number>;
+  /** The original request's prompt through the engine's chat template, as its chat endpoint counts it. */
+  prompt?(url: string, payload: any, call: Call): Promise<number>;
+}
+
+const openAiText: DialectClient['text'] = async (url, model, text, call) =>
+  countOf(await post(url, { model, prompt: text, add_special_tokens: false }, call), url, text);
+
+const CLIENTS: Record<TokenizeDialect, DialectClient> = {
+  sglang: { text: openAiText },
+  vllm: {
+    text: openAiText,
+    async prompt(url, payload, call) {
+      const body: Record<string, unknown> = {
+        model: payload?.model,
+        messages: payload?.messages ?? [],
+        // A chat request's defaults (vLLM): generation prompt on, no special tokens added by the tokenizer.
+        add_generation_prompt: payload?.add_generation_prompt ?? true,
+        continue_final_message: payload?.continue_final_message ?? false,
+        add_special_tokens: payload?.add_special_tokens ?? false,
+      };
+      for (const f of TEMPLATE_FIELDS) if (payload?.[f] != null) body[f] = payload[f];
+      return countOf(await post(url, body, call), url, null);
+    },
+  },
+  llamacpp: {
+    async text(url, _model, text, call) {
+      return countOf(await post(url, { content: text, add_special: false, parse_special: true }, call), url, text);
+    },
+    async prompt(url, payload, call) {
+      // /apply-template parses the body as the chat endpoint does (tools, chat_template_kwargs, an
+      // assistant prefill, ...), and strips a leading BOS when the vocabulary adds one; the chat endpoint
+      // then tokenizes with add_special and parse_special on, as here.
+      const tplUrl = applyTemplateUrl(url);
+      const t = await post(tplUrl, payload, call);
+      if (t.status !== 200 || typeof t.json?.prompt !== 'string') throw new Error(`${path(tplUrl)} answered ${t.status} without a prompt`);
+      return countOf(await post(url, { content: t.json.prompt, add_special: true, parse_special: true }, call), url, t.json.prompt);
+    },
+  },
+};
+
+const PROBE = 'Hello';
+const detected = new Map<string, Promise<TokenizeDialect>>();
+
+/** Forgets every detected dialect (tests; a process talks to one engine kind per URL). */
+export function forgetDetectedDialects(): void {
+  detected.clear();
+}
+
+async function probeDialect(url: string, model: unknown, call: Call): Promise<TokenizeDialect> {
+  // Both spellings in one body: SGLang/vLLM read `prompt`, llama.cpp reads `content`; each ignores the other.
+  const text = await post(url, { model, prompt: PROBE, content: PROBE, add_special_tokens: false, add_special: false }, call);
+  if (text.status !== 200) throw new Error(`dialect detection: ${path(url)} answered ${text.status}`);
+  if (typeof text.json?.count === 'number') {
+    const chat = await post(url, { model, messages: [{ role: 'user', content: PROBE }], add_generation_prompt: true }, call);
+    return chat.status === 200 && typeof chat.json?.count === 'number' && chat.json.count > 0 ? 'vllm' : 'sglang';
+  }
+  if (Array.isArray(text.json?.tokens) && text.json.tokens.length > 0) return 'llamacpp';
+  throw new Error(`dialect detection: ${path(url)} answer is neither SGLang/vLLM ({count, tokens}) nor llama.cpp ({tokens})`);
+}
+
+/** The dialect at `url`, detected once and cached; a failed detection is not cached (tried again next time). */
+function detectDialect(url: string, model: unknown, call: Call): Promise<TokenizeDialect> {
+  let p = detected.get(url);
+  if (!p) {
+    p = probeDialect(url, model, call);
+    detected.set(url, p);
+    p.catch(() => detected.delete(url));
+  }
+  return p;
+}
+
+export interface CountOptions {
+  /** TOKENIZE_URL; unset = the estimate. */
+  url: string | undefined;
+  dialect: TokenizeDialectSetting;
+  rates: { cjk: number; other: number };
+  /** Leg 2's final assistant message (src/recovery/prefix-builders.ts), counted for the prompt subtraction. */
+  prefix: string;
+  onFallback: (reason: string) => void;
+  deadlineMs?: number;
+  /**
+   * Sent with every call. The continuation passes the egress listener's avoid-host header: a TOKENIZE_URL
+   * through Envoy's egress then reaches the replicas leg 2 may land on, never the one that just died.
+   */
+  headers?: Record<string, string>;
+}
+
+export async function countRecoveredTokens(payload: any, reasoning: string, content: string, o: CountOptions): Promise<CountedRecoveredTokens> {
+  const est = estimateRecoveredTokens(payload, reasoning, content, o.rates);
+  const estimate = (fallback?: string): CountedRecoveredTokens => ({
+    ...est,
+    method: 'estimate',
+    accounting: { method: 'estimate', dialect: null, prompt: 'estimate', ...(fallback ? { fallback } : {}) },
+  });
+  if (!o.url) return estimate();
+  const url = o.url;
+  const deadlineMs = o.deadlineMs ?? DEFAULT_TOKENIZE_DEADLINE_MS;
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(), deadlineMs);
   try {
     const model = payload?.model;
-    const text = (t: string) => (t ? count(tokenizeUrl, { model, prompt: t, add_special_tokens: false }, ac.signal) : Promise.resolve(0));
-    const [promptTokens, reasoningTokens, contentTokens] = await Promise.all([
-      count(tokenizeUrl, { model, messages: payload?.messages ?? [] }, ac.signal),
-      text(reasoning),
-      text(content),
-    ]);
-    return { promptTokens, reasoningTokens, contentTokens, totalRecovered: reasoningTokens + contentTokens, method: 'tokenize' };
+    const call: Call = { signal: ac.signal, headers: o.headers };
+    const dialect = o.dialect === 'auto' ? await detectDialect(url, model, call) : o.dialect;
+    const client = CLIENTS[dialect];
+    const text = (t: string) => (t ? client.text(url, model, t, call) : Promise.resolve(0));
+    // Images have no template text to count: a multimodal prompt is always leg 2's minus the prefix. A
+    // template call that fails while the text calls answer still leaves that exact subtraction.
+    const templated = client.prompt && !hasMultimodalContent(payload) ? client.prompt(url, payload, call).catch(() => undefined) : undefined;
+    const [reasoningTokens, contentTokens, prefixTokens, promptTokens] = await Promise.all([text(reasoning), text(content), text(o.prefix), templated]);
+    return {
+      promptTokens: promptTokens ?? est.promptTokens,
+      reasoningTokens,
+      contentTokens,
+      totalRecovered: reasoningTokens + contentTokens,
+      prefixTokens,
+      method: 'tokenize',
+      accounting: { method: 'tokenize', dialect, prompt: promptTokens !== undefined ? 'template' : 'leg2-minus-prefix' },
+    };
   } catch (e) {
-    onFallback(ac.signal.aborted ? `timeout after ${deadlineMs} ms` : (e as Error).message);
-    return estimate();
+    const reason = ac.signal.aborted ? `timeout after ${deadlineMs} ms` : (e as Error).message;
+    o.onFallback(reason);
+    return estimate(reason);
   } finally {
     clearTimeout(timer);
+    ac.abort(); // calls still in flight after another failed
   }
 }

@@ -125,10 +125,32 @@ describe('TOKENIZE_URL: exact accounting', () => {
       const ref = await uninterrupted(stack, body, SIZE);
       const r = await postChat(stack.url, body, { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@40' });
       expectOneCompleteStream(r);
-      expect(r.usage.continuation).toMatchObject({ legs: 2, method: 'tokenize' });
+      // SGLang's /tokenize takes text only: the prompt is leg 2's minus the counted prefix.
+      expect(r.usage.continuation).toMatchObject({ legs: 2, method: 'tokenize', dialect: 'sglang', prompt: 'leg2-minus-prefix' });
       expect(r.usage.completion_tokens).toBe(ref.usage.completion_tokens);
       expect(r.usage.reasoning_tokens).toBe(ref.usage.reasoning_tokens);
       expect(r.usage.prompt_tokens).toBe(ref.usage.prompt_tokens);
+      const end = await stack.waitForEnd(id);
+      expect(end).toMatchObject({ accounting: 'tokenize', accounting_dialect: 'sglang', accounting_prompt: 'leg2-minus-prefix', accounting_fallback: null });
+    } finally {
+      await stack.stop();
+    }
+  });
+
+  test("llama.cpp's /tokenize (TOKENIZE_DIALECT=llamacpp) and the multimodal subtraction: exact prompt for an image request", async () => {
+    const stack = await startTestStack({ engine: { tokenizer: 'llamacpp' }, env: { TOKENIZE_URL: '{engine0}/tokenize', TOKENIZE_DIALECT: 'llamacpp', TOKENIZE_TIMEOUT_MS: '2000' } });
+    try {
+      const id = newRequestId();
+      const messages = [{ role: 'user', content: [{ type: 'text', text: 'Describe this.' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }];
+      const body = { model: 'm', stream: true, stream_options: { include_usage: true }, messages };
+      const ref = await uninterrupted(stack, body, SIZE);
+      const r = await postChat(stack.url, body, { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@40' });
+      expectOneCompleteStream(r);
+      expect(r.usage.continuation).toMatchObject({ method: 'tokenize', dialect: 'llamacpp', prompt: 'leg2-minus-prefix' });
+      expect(r.usage.prompt_tokens).toBe(ref.usage.prompt_tokens);
+      expect(r.usage.completion_tokens).toBe(ref.usage.completion_tokens);
+      const end = await stack.waitForEnd(id);
+      expect(end).toMatchObject({ accounting: 'tokenize', accounting_dialect: 'llamacpp', accounting_prompt: 'leg2-minus-prefix' });
     } finally {
       await stack.stop();
     }
@@ -140,8 +162,11 @@ describe('TOKENIZE_URL: exact accounting', () => {
       const id = newRequestId();
       const r = await postChat(stack.url, chatBody({ stream_options: { include_usage: true } }), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@40' });
       expectOneCompleteStream(r);
-      expect(r.usage.continuation.method).toBe('estimate');
+      expect(r.usage.continuation).toMatchObject({ method: 'estimate', dialect: null, prompt: 'estimate' });
+      expect(r.usage.continuation.fallback).toBeTruthy();
       expect(stack.records({ request_id: id, decision: 'TOKENIZE_FALLBACK' })).toHaveLength(1);
+      const end = await stack.waitForEnd(id);
+      expect(end).toMatchObject({ accounting: 'estimate', accounting_dialect: null, accounting_prompt: 'estimate', accounting_fallback: r.usage.continuation.fallback });
     } finally {
       await stack.stop();
     }

@@ -10,6 +10,11 @@ import { familyFor } from '../../src/recovery/prefix-builders';
 // a migration of the dead replica's state. At temperature 0 the stitched answer often equals the
 // uninterrupted greedy answer, but nothing here claims token-identical output; the equality rate is
 // measured and printed, not asserted.
+//
+// Usage IS asserted: TOKENIZE_URL points at llama-server's /tokenize (through Envoy's egress, so it reaches a
+// live replica after a kill), its dialect detected (TOKENIZE_DIALECT=auto). A rescued stream must report the
+// uninterrupted run's prompt_tokens exactly and completion_tokens within one token per leg boundary, and
+// leg 2's max_tokens must be the original budget minus the engine's count of the delivered text.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { repoRoot } from '../../src/stack/envoy-config';
@@ -86,8 +91,14 @@ if ('skip' in located) {
 
     beforeAll(async () => {
       replicas = await startReplicas(assets, 2);
-      stack = await startRealStack(replicas, { STALL_IDLE_TIMEOUT_SECONDS: '3' });
+      // 2 s: the /tokenize calls share two cores with two engines, Envoy and jest (the default is 200 ms).
+      stack = await startRealStack(replicas, { STALL_IDLE_TIMEOUT_SECONDS: '3', TOKENIZE_URL: '{egress}/tokenize', TOKENIZE_TIMEOUT_MS: '2000' });
     }, 300_000);
+
+    // A failed kill case must not leave its replica dead for the next one (same port, STATIC cluster).
+    afterEach(async () => {
+      for (const rep of replicas ?? []) if (!rep.pid) await rep.start();
+    }, 180_000);
 
     afterAll(async () => {
       printTable(rows, notes, greedy, greedyChunks, assets.version);
@@ -144,11 +155,11 @@ if ('skip' in located) {
       const wrapped = await directContinuation(replicas[0], `${GENERIC_WRAPPER}${half}`);
       expect(wrapped.status).toBe(200);
       const slot = await replicas[0].lastTaskSlot();
-      // Why TOKENIZE_URL stays unset here: the sidecar posts {model, messages} / {model, prompt} (the
-      // vLLM/SGLang dialect); llama-server's /tokenize reads only `content` and answers 200 {"tokens": []}
-      // to anything else, which would count every recovered text as 0 tokens. Recorded, not asserted.
+      // Why the sidecar must speak llama.cpp's /tokenize dialect here: it reads only `content`, and answers
+      // 200 {"tokens": []} to the SGLang/vLLM body, which taken at face value would count any text as 0.
       const tok = await streamTokenize(replicas[0].url, { model: 'smollm2', prompt: half, add_special_tokens: false });
-      notes.push(`llama-server /tokenize with the sidecar's body {model, prompt}: ${tok}`);
+      notes.push(`llama-server /tokenize with the SGLang/vLLM body {model, prompt}: ${tok}; with {content}: ${await streamTokenize(replicas[0].url, { content: half })}`);
+      expect(tok).toContain('tokens.length=0');
       notes.push(
         `direct continuation after ${Math.floor(greedyPieces.length / 2)} chunks (${half.length} chars): plain prefix -> stitched==greedy ${half + cont.content === greedy.content}; ` +
           `with "${GENERIC_WRAPPER}" -> stitched==greedy ${half + wrapped.content === greedy.content}`,
@@ -184,18 +195,14 @@ if ('skip' in located) {
       );
     });
 
-    test.each(KILL_POINTS)('replica SIGKILLed after %i delivered content chunks: one complete stream, leg2 on the survivor', async (k) => {
-      expect(greedy).toBeDefined();
-      if (k + TAIL_MARGIN > greedyChunks) {
-        notes.push(`kill point ${k}: not run (greedy answer has only ${greedyChunks} chunks)`);
-        return;
-      }
-      const id = newRequestId(`real-k${k}`);
-      const started = Date.now();
+    /**
+     * Streams `reqBody` through the gateway and SIGKILLs the replica serving it once the client has `k`
+     * content chunks; returns the client's result and what it held at the kill.
+     */
+    async function streamWithKill(k: number, reqBody: unknown, id: string) {
       let killed: { replica: LlamaReplica; pid: number; contentAtKill: string; wasProcessing: boolean; at: number } | undefined;
-      const firstByteBefore = stack.sidecar.ctx.metrics.recoveryLatencySumSeconds();
       let killError: Error | undefined;
-      const r = await streamChat(stack.url, body(), { 'x-request-id': id }, async (p) => {
+      const r = await streamChat(stack.url, reqBody, { 'x-request-id': id }, async (p) => {
         if (killed || killError || p.contentChunks < k) return;
         try {
           // Which replica serves this stream: Envoy's router_tier cluster has exactly one request in
@@ -217,7 +224,26 @@ if ('skip' in located) {
       });
       if (killError) throw killError;
       expect(killed).toBeDefined();
-      const kill = killed!;
+      return { r, kill: killed! };
+    }
+
+    /** llama-server's own count of `text` (no special tokens added), asked directly. */
+    async function engineTokens(replica: LlamaReplica, text: string): Promise<number> {
+      const res = await fetch(`${replica.url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ content: text }) });
+      const j = (await res.json()) as { tokens: unknown[] };
+      return j.tokens.length;
+    }
+
+    test.each(KILL_POINTS)('replica SIGKILLed after %i delivered content chunks: one complete stream, leg2 on the survivor', async (k) => {
+      expect(greedy).toBeDefined();
+      if (k + TAIL_MARGIN > greedyChunks) {
+        notes.push(`kill point ${k}: not run (greedy answer has only ${greedyChunks} chunks)`);
+        return;
+      }
+      const id = newRequestId(`real-k${k}`);
+      const started = Date.now();
+      const firstByteBefore = stack.sidecar.ctx.metrics.recoveryLatencySumSeconds();
+      const { r, kill } = await streamWithKill(k, body(), id);
       expect(kill.wasProcessing).toBe(true);
       const survivor = replicas.find((rep) => rep !== kill.replica)!;
 
@@ -251,6 +277,22 @@ if ('skip' in located) {
       expect(r.content.startsWith(delivered)).toBe(true);
       if (typeof slot.generated === 'string' && slot.generated !== '') expect(delivered + slot.generated).toBe(r.content);
 
+      // Usage you can bill on: counted by llama-server's /tokenize (dialect detected), the prompt through
+      // its chat template. prompt_tokens is the uninterrupted run's exactly; completion_tokens is within one
+      // token of the engine's count of the text the client got (+1: the end-of-turn token an answer that
+      // stops generates, as in the uninterrupted run) and, when the text is the greedy one, of its usage.
+      expect(r.usage.continuation.fallback ?? null).toBeNull(); // the reason, if the estimate was used
+      expect(r.usage.continuation).toMatchObject({ legs: 2, method: 'tokenize', dialect: 'llamacpp', prompt: 'template' });
+      expect(r.usage.prompt_tokens).toBe(greedy.usage.prompt_tokens);
+      const stitchedTokens = (await engineTokens(survivor, r.content)) + 1;
+      expect(Math.abs(r.usage.completion_tokens - stitchedTokens)).toBeLessThanOrEqual(1);
+      if (r.content === greedy.content) expect(Math.abs(r.usage.completion_tokens - greedy.usage.completion_tokens)).toBeLessThanOrEqual(1);
+      expect(r.usage.total_tokens).toBe(r.usage.prompt_tokens + r.usage.completion_tokens);
+      // Leg 2's budget: max_tokens minus the engine's count of what leg 1 delivered (leg 2's prefix).
+      const deliveredTokens = await engineTokens(survivor, delivered);
+      expect(leg2[0].budget_remaining).toBe(body().max_tokens - deliveredTokens);
+      expect(end).toMatchObject({ accounting: 'tokenize', accounting_dialect: 'llamacpp', accounting_prompt: 'template', accounting_fallback: null });
+
       // Diagnostic (not asserted): the same continuation without the `<think></think>` wrapper.
       const plain = await directContinuation(survivor, delivered);
       const directNoWrapperEqual = plain.status === 200 ? delivered + plain.content === greedy.content : null;
@@ -273,6 +315,36 @@ if ('skip' in located) {
       });
 
       // Bring the killed replica back for the next case (same port, Envoy's STATIC cluster).
+      await kill.replica.start();
+    });
+
+    test('a budget-limited answer (max_tokens 40, killed after 15 chunks) is as long as the uninterrupted one', async () => {
+      // With the estimate, leg 2's max_tokens was the budget minus an over-count of the delivered text, so a
+      // rescued answer that runs into max_tokens ended early. Counted by the engine, it ends where the
+      // uninterrupted answer ends, and its usage says the same.
+      const BUDGET = 40;
+      const limited = body({ max_tokens: BUDGET });
+      const ref = await streamChat(stack.url, limited, { 'x-request-id': newRequestId('real-budget-ref') });
+      expectOneCompleteStream(ref);
+      expect(ref.finishReasons).toEqual(['length']);
+      expect(ref.usage.completion_tokens).toBe(BUDGET);
+      const id = newRequestId('real-budget');
+      const { r, kill } = await streamWithKill(15, limited, id);
+      expectOneCompleteStream(r);
+      expect(r.content.startsWith(kill.contentAtKill)).toBe(true);
+      expect(r.finishReasons).toEqual(['length']);
+      expect(r.usage.continuation.fallback ?? null).toBeNull();
+      expect(r.usage.continuation).toMatchObject({ method: 'tokenize', dialect: 'llamacpp', prompt: 'template' });
+      expect(r.usage.prompt_tokens).toBe(ref.usage.prompt_tokens);
+      expect(r.usage.completion_tokens).toBe(BUDGET);
+      const survivor = replicas.find((rep) => rep !== kill.replica)!;
+      // One leg boundary: the stitched text re-tokenizes to the budget within one token.
+      expect(Math.abs((await engineTokens(survivor, r.content)) - BUDGET)).toBeLessThanOrEqual(1);
+      const attempt = stack.records({ request_id: id, decision: 'ATTEMPT' }).find((a) => a.leg === 2);
+      notes.push(
+        `budget-limited (max_tokens ${BUDGET}, kill after 15 chunks): leg 2 max_tokens ${attempt?.budget_remaining}, stitched ${r.content.length} chars / uninterrupted ${ref.content.length}, ` +
+          `equal ${r.content === ref.content}, usage ${r.usage.prompt_tokens}/${r.usage.completion_tokens} vs ${ref.usage.prompt_tokens}/${ref.usage.completion_tokens}`,
+      );
       await kill.replica.start();
     });
   });
@@ -299,7 +371,7 @@ function printTable(rows: Row[], notes: string[], greedy: ClientResult | undefin
   lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
     lines.push(
-      `| ${r.k} | ${r.servedBy} | ${r.leg2By} | ${r.clientAtKillChars} | ${r.leg2PrefixChars} | ${r.totalChars} | ${r.greedyChars} | ${r.equal ? 'yes' : 'no'} | ${r.firstDiff < 0 ? '-' : r.firstDiff} | ${r.directNoWrapperEqual === null ? 'n/a' : r.directNoWrapperEqual ? 'yes' : 'no'} | ${r.usage?.prompt_tokens}/${r.usage?.completion_tokens} | ${r.detectMs ?? 'n/a'} | ${r.leg2FirstByteMs} |`,
+      `| ${r.k} | ${r.servedBy} | ${r.leg2By} | ${r.clientAtKillChars} | ${r.leg2PrefixChars} | ${r.totalChars} | ${r.greedyChars} | ${r.equal ? 'yes' : 'no'} | ${r.firstDiff < 0 ? '-' : r.firstDiff} | ${r.directNoWrapperEqual === null ? 'n/a' : r.directNoWrapperEqual ? 'yes' : 'no'} | ${r.usage?.prompt_tokens}/${r.usage?.completion_tokens} (${r.usage?.continuation?.method}${r.usage?.continuation?.dialect ? `:${r.usage.continuation.dialect}` : ''}) | ${r.detectMs ?? 'n/a'} | ${r.leg2FirstByteMs} |`,
     );
   }
   const eq = rows.filter((r) => r.equal).length;

@@ -211,13 +211,16 @@ export async function startRealStack(replicas: LlamaReplica[], env: Record<strin
   const [listenPort, adminPort, egressPort, extProcPort] = await freePorts(4);
   const capture = captureLogs();
   const { sink, logs, records } = capture;
+  // `{egress}` in a value stands for Envoy's egress listener (e.g. TOKENIZE_URL={egress}/tokenize: the
+  // router tier's /tokenize, so a killed replica's calls are retried on the survivor, as the legs are).
+  const egress = `http://127.0.0.1:${egressPort}`;
   const sidecarEnv: Record<string, string> = {
     // The deployment's model: SmolLM2 has no reasoning format, so the `plain` prefix family (bare delivered
     // text). REAL_ENGINE_CONTINUATION_MODEL=generic reproduces the <think></think> measurements.
     CONTINUATION_MODEL: process.env.REAL_ENGINE_CONTINUATION_MODEL ?? 'SmolLM2-135M-Instruct',
     CONTINUATION_ENGINE: 'vllm',
     STALL_IDLE_TIMEOUT_SECONDS: '3',
-    ...env,
+    ...Object.fromEntries(Object.entries(env).map(([k, v]) => [k, v.replace('{egress}', egress)])),
   };
   const config = loadConfig({
     ...sidecarEnv,

@@ -40,6 +40,7 @@ describe('loadConfig: defaults', () => {
       cjkCharsPerToken: 1.6,
       otherCharsPerToken: 4,
       tokenizeUrl: undefined,
+      tokenizeDialect: 'auto',
       bufferToolCalls: false,
       bufferStructuredOutput: false,
       unreachableStatus: 429,
@@ -77,6 +78,13 @@ describe('loadConfig: defaults', () => {
     expect(loadConfig({ ...BASE, CONTINUATION_URL: '   ' }).continuationUrl).toBe(BASE.DOWNSTREAM_URL);
     expect(loadConfig({ ...BASE, TOKENIZE_URL: '   ' }).tokenizeUrl).toBeUndefined();
     expect(loadConfig({ ...BASE, TOKENIZE_URL: '' }).tokenizeUrl).toBeUndefined();
+  });
+
+  it('TOKENIZE_DIALECT: auto by default, case and blanks ignored', () => {
+    expect(loadConfig({ ...BASE }).tokenizeDialect).toBe('auto');
+    expect(loadConfig({ ...BASE, TOKENIZE_DIALECT: ' ' }).tokenizeDialect).toBe('auto');
+    expect(loadConfig({ ...BASE, TOKENIZE_DIALECT: ' LlamaCpp ' }).tokenizeDialect).toBe('llamacpp');
+    for (const d of ['sglang', 'vllm', 'auto']) expect(loadConfig({ ...BASE, TOKENIZE_DIALECT: d }).tokenizeDialect).toBe(d);
   });
 
   it('TOKENIZE_URL is trimmed like the other URLs', () => {
@@ -201,6 +209,8 @@ describe('loadConfig: errors', () => {
     ['TOKENIZE_URL', 'engine:30000'],
     ['TOKENIZE_URL', 'ws://engine/tokenize'],
     ['CONTINUATION_ENGINE', 'tgi'],
+    ['TOKENIZE_DIALECT', 'tgi'],
+    ['TOKENIZE_DIALECT', 'llama'],
     ['CONTINUATION_ENABLED', 'maybe'],
     ['CONTINUATION_ENABLED', '2'],
     ['STALL_IDLE_TIMEOUT_SECONDS', 'abc'],

@@ -93,3 +93,24 @@ describe('correctUsage purity and robustness', () => {
     expect(correctUsage({ prompt_tokens_details: {} }, rec(4, 0, 0), false).prompt_tokens_details).toEqual({});
   });
 });
+
+describe('correctUsage with an engine-counted prefix (TOKENIZE_URL)', () => {
+  const counted = (prompt: 'template' | 'leg2-minus-prefix'): RecoveredTokens => ({
+    promptTokens: 12, reasoningTokens: 0, contentTokens: 30, totalRecovered: 30, prefixTokens: 31,
+    accounting: { method: 'tokenize', dialect: prompt === 'template' ? 'llamacpp' : 'sglang', prompt },
+  });
+  it('leg2-minus-prefix: prompt = leg2 prompt minus the prefix count (not the estimate)', () => {
+    const out = correctUsage({ prompt_tokens: 71, completion_tokens: 46, total_tokens: 117 }, counted('leg2-minus-prefix'), false);
+    expect(out).toMatchObject({ prompt_tokens: 40, completion_tokens: 76, total_tokens: 116 });
+  });
+  it('template: the counted original prompt', () => {
+    const out = correctUsage({ prompt_tokens: 71, completion_tokens: 46 }, { ...counted('template'), promptTokens: 40 }, false);
+    expect(out.prompt_tokens).toBe(40);
+  });
+  it('multimodal with a counted prefix: leg2 minus the prefix, whatever the prompt method', () => {
+    expect(correctUsage({ prompt_tokens: 1031, completion_tokens: 1 }, counted('template'), true).prompt_tokens).toBe(1000);
+  });
+  it('never below 0', () => {
+    expect(correctUsage({ prompt_tokens: 5, completion_tokens: 1 }, counted('leg2-minus-prefix'), false).prompt_tokens).toBe(0);
+  });
+});

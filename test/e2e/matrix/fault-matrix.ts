@@ -2,8 +2,14 @@
 // content), through the real Envoy, with several replicas behind the egress cluster. Whatever point of the
 // token cycle the replica dies at, the client must get the complete answer, byte-identical, one id, one
 // finish_reason, exact usage (TOKENIZE_URL), with the expected attempts and never two legs at once.
+//
+// Usage: the stitched stream's usage must EQUAL the uninterrupted run's (prompt, completion, total), counted
+// by the engine's /tokenize in the dialect under test (detected: TOKENIZE_DIALECT is left at auto). The body
+// sets max_tokens one above the answer's length (a real engine's end-of-turn token; the fake counts none, and
+// at max_tokens = N a fault after the last token leaves no budget, so no leg 2), and leg 2's reduced budget
+// must be exactly what it had left to write plus that one.
 import { resetFaults } from '../../../src/fake-engine/faults';
-import type { Dialect, PrefixFamily } from '../../../src/fake-engine/server';
+import type { Dialect, PrefixFamily, TokenizerDialect } from '../../../src/fake-engine/server';
 import { chatBody, newRequestId, postChat, type ClientResult } from '../../support/client';
 import { startTestStack, type TestStack } from '../../support/stack';
 import { expectOneCompleteStream, seenFor, uninterrupted } from '../helpers';
@@ -36,11 +42,13 @@ async function pool<T, R>(items: T[], n: number, fn: (t: T) => Promise<R>): Prom
   return out;
 }
 
-export function faultMatrix(dialect: Dialect, family: PrefixFamily): void {
-  describe(`fault matrix: ${dialect} x ${family}`, () => {
+/** `tokenizer`: the replicas' /tokenize dialect (default: the chat dialect's). */
+export function faultMatrix(dialect: Dialect, family: PrefixFamily, tokenizer: TokenizerDialect = dialect): void {
+  const expectedAccounting = { method: 'tokenize', dialect: tokenizer, prompt: tokenizer === 'sglang' ? 'leg2-minus-prefix' : 'template' };
+  describe(`fault matrix: ${dialect} x ${family}${tokenizer === dialect ? '' : ` (${tokenizer} /tokenize)`}`, () => {
     let stack: TestStack;
     let ref: ClientResult;
-    const body = chatBody({ stream_options: { include_usage: true } }, `matrix ${dialect} ${family}`);
+    const body = chatBody({ stream_options: { include_usage: true }, max_tokens: N + 1 }, `matrix ${dialect} ${family} ${tokenizer}`);
     let started = Date.now();
 
     beforeAll(async () => {
@@ -48,7 +56,7 @@ export function faultMatrix(dialect: Dialect, family: PrefixFamily): void {
       started = Date.now();
       stack = await startTestStack({
         replicas: 3,
-        engine: { dialect, family },
+        engine: { dialect, family, tokenizer },
         env: {
           CONTINUATION_MODEL: family === 'kimi-k3' ? 'kimi-k3' : 'generic-test',
           CONTINUATION_ENGINE: dialect,
@@ -63,6 +71,9 @@ export function faultMatrix(dialect: Dialect, family: PrefixFamily): void {
         },
       });
       ref = await uninterrupted(stack, body, SIZE);
+      // The uninterrupted answer fits max_tokens exactly.
+      expect(ref.finishReasons).toEqual(['stop']);
+      expect(ref.usage.completion_tokens).toBe(N);
     });
     afterAll(async () => {
       await stack?.stop();
@@ -81,9 +92,11 @@ export function faultMatrix(dialect: Dialect, family: PrefixFamily): void {
           expect(r.finishReasons).toEqual(['stop']);
           expect(r.reasoning).toBe(ref.reasoning);
           expect(r.content).toBe(ref.content);
-          if (c.index > 0) expect(r.usage.continuation?.method).toBe('tokenize');
+          if (c.index > 0) expect(r.usage.continuation).toMatchObject(expectedAccounting);
           expect(r.usage.completion_tokens).toBe(ref.usage.completion_tokens);
           expect(r.usage.prompt_tokens).toBe(ref.usage.prompt_tokens);
+          expect(r.usage.total_tokens).toBe(ref.usage.total_tokens);
+          expect(r.usage.reasoning_tokens ?? r.usage.completion_tokens_details?.reasoning_tokens).toBe(ref.usage.reasoning_tokens ?? ref.usage.completion_tokens_details?.reasoning_tokens);
           const seen = seenFor(stack, id);
           // Index 0: nothing delivered yet (the role chunk is held), so the request is re-run whole;
           // later: leg1 and one continuation leg.
@@ -92,6 +105,9 @@ export function faultMatrix(dialect: Dialect, family: PrefixFamily): void {
           // second; the replica observes the abort after it crossed Envoy, a few ms later at most.
           expect(seen[0].closedAt ?? Infinity).toBeLessThanOrEqual(seen[1].startedAt + FENCE_SLACK_MS);
           if (c.index > 0) {
+            // Leg 2's budget (max_tokens minus the counted delivered tokens) is exactly what it had left to
+            // write, plus the one token of slack the body gives (the fake engine counts no end-of-turn token).
+            expect(seen[1].body.max_tokens).toBe(seen[1].tokensSent + 1);
             const prefix: string = seen[1].body.messages.at(-1).content;
             expect(seen[1].body.continue_final_message).toBe(true);
             expect(prefix.length).toBeGreaterThan(0);
