@@ -9,6 +9,8 @@
 //     from istio.io/api (deploy/schemas/istio/, scripts/vendor-istio-schemas.sh), made strict like the API
 //     server's field validation (an unknown field fails)
 //   - hadolint: the Dockerfile
+//   - kustomize (kubectl's built-in `kubectl kustomize`, or a standalone `kustomize`): the base deploy/kubernetes/
+//     and the example overlay deploy/overlays/example/ build, and what they build passes kubernetes-validate
 // Each gate also runs once on a broken input, so a gate that checks nothing fails too.
 // A missing tool fails its test with the install command.
 import { execFile } from 'node:child_process';
@@ -75,10 +77,7 @@ afterAll(() => {
 });
 
 /** The Kubernetes manifests: deploy/kubernetes/ (what its kustomization lists) and deploy/istio/. */
-const K8S_FILES = fs
-  .readdirSync(path.join(DEPLOY, 'kubernetes'))
-  .filter((f) => /\.ya?ml$/.test(f) && f !== 'kustomization.yaml')
-  .map((f) => path.join('deploy', 'kubernetes', f));
+const K8S_FILES: string[] = docsOf(path.join(DEPLOY, 'kubernetes', 'kustomization.yaml'))[0].resources.map((f: string) => path.join('deploy', 'kubernetes', f));
 const ISTIO_FILES = fs
   .readdirSync(path.join(DEPLOY, 'istio'))
   .filter((f) => /\.ya?ml$/.test(f))
@@ -193,6 +192,68 @@ describe('gate: check-jsonschema', () => {
       const s = JSON.parse(fs.readFileSync(path.join(DEPLOY, 'schemas', 'istio', f), 'utf8'));
       expect(s.$comment).toMatch(/Go module istio\.io\/api v\d+\.\d+\.\d+ \(go\.sum h1:/);
     }
+  });
+});
+
+/** `kustomize build DIR` (standalone) or `kubectl kustomize DIR` (built in since kubectl 1.14; v5 since 1.27). */
+function kustomizeCommand(): [string, string[]] {
+  try {
+    return [tool('kustomize'), ['build']];
+  } catch {
+    try {
+      return [tool('kubectl'), ['kustomize']];
+    } catch {
+      throw new Error(
+        'neither kustomize nor kubectl found on PATH: install kubectl (>= 1.27, kustomize v5 built in; Debian: the `kubectl` package where your apt sources have it) or kustomize (`go install sigs.k8s.io/kustomize/kustomize/v5@latest`, from the Go module proxy)',
+      );
+    }
+  }
+}
+
+async function kustomizeBuild(dir: string): Promise<{ file: string; docs: any[] }> {
+  const [bin, args] = kustomizeCommand();
+  const r = await run(bin, [...args, dir]);
+  if (r.code !== 0) throw new Error(`${path.basename(bin)} ${args.join(' ')} ${dir} (exit ${r.code}):\n${r.out}`);
+  const file = path.join(tmp, `${dir.replace(/\W+/g, '_')}.yaml`);
+  fs.writeFileSync(file, r.out);
+  return { file, docs: docsOf(file) };
+}
+
+const ids = (docs: any[]) => docs.map((d) => `${d.kind}/${d.metadata.namespace ?? ''}/${d.metadata.name}`).sort();
+
+describe('gate: kustomize (base deploy/kubernetes, overlay deploy/overlays/example)', () => {
+  test('the base builds to exactly the objects of deploy/kubernetes/*.yaml, unchanged', async () => {
+    const { docs } = await kustomizeBuild('deploy/kubernetes');
+    const files = K8S_FILES.flatMap((f) => docsOf(path.join(ROOT, f)));
+    expect(ids(docs)).toEqual(ids(files));
+    for (const d of docs) expect(d).toEqual(files.find((f) => f.kind === d.kind && f.metadata.name === d.metadata.name));
+  });
+
+  test('the overlay sets the namespace, the image, the router Service and the model family', async () => {
+    const { docs } = await kustomizeBuild('deploy/overlays/example');
+    const overlay = docsOf(path.join(DEPLOY, 'overlays', 'example', 'kustomization.yaml'))[0];
+    const settings = Object.fromEntries(overlay.configMapGenerator[0].literals.map((l: string) => l.split(/=(.*)/s).slice(0, 2)));
+    // The settings ConfigMap is local-config: read by the replacements, not applied.
+    expect(ids(docs)).toEqual(ids(K8S_FILES.flatMap((f) => docsOf(path.join(ROOT, f)))).map((id) => id.replace(/\/\//, `/${overlay.namespace}/`)).sort());
+    for (const d of docs) expect([d.kind, d.metadata.namespace]).toEqual([d.kind, overlay.namespace]);
+    const router = docs.find((d) => d.kind === 'Service' && d.spec.type === 'ExternalName');
+    expect(router.spec.externalName).toBe(settings.ROUTER_SERVICE);
+    const pod = docs.find((d) => d.kind === 'Deployment').spec.template.spec;
+    const sidecar = pod.initContainers.find((c: any) => c.name === 'continuation-sidecar');
+    expect(sidecar.env.find((e: any) => e.name === 'CONTINUATION_MODEL').value).toBe(settings.CONTINUATION_MODEL);
+    expect(sidecar.image).toBe(`${overlay.images[0].newName}:${overlay.images[0].newTag}`);
+    // Envoy's router cluster names the ExternalName Service, whatever the router is called.
+    const cm = docs.find((d) => d.kind === 'ConfigMap');
+    const cluster = JSON.parse(cm.data['envoy.json']).static_resources.clusters.find((c: any) => c.name === 'router_tier');
+    expect(cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address).toBe(router.metadata.name);
+    // The Envoy volume still finds its ConfigMap (no name suffix on resources).
+    expect(pod.volumes.find((v: any) => v.configMap).configMap.name).toBe(cm.metadata.name);
+  });
+
+  test.each([K8S_MIN, K8S_MAX])('the overlay\'s output passes kubernetes-validate --strict at %s', async (version) => {
+    const { file } = await kustomizeBuild('deploy/overlays/example');
+    const out = await kubernetesValidate(version, [file]);
+    expect(out.match(/ passed for resource /g)?.length).toBe(4);
   });
 });
 
