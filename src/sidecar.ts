@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { GatewayConfig } from './config/env';
 import { ProcessorStream } from './extproc/processor-stream';
 import { EnvoyVersionCheck } from './extproc/envoy-version';
-import { HealthStatus, healthServiceDefinition } from './extproc/health';
+import { HealthStatus } from './extproc/health';
 import { extProcServiceDefinition } from './extproc/proto';
 import { startAdminServer } from './obs/admin-server';
 import { Metrics } from './obs/metrics';
@@ -93,7 +93,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
       exchange = new RequestExchange(ctx, client);
     },
   });
-  server.addService(healthServiceDefinition(), health.handlers());
+  health.addToServer(server);
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   );
