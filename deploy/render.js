@@ -46,9 +46,19 @@ const COMPOSE_ENVOY_OPTIONS = Object.freeze({
 const ROUTER_SERVICE_HOST = 'inference-router.default.svc.cluster.local';
 const ROUTER_SERVICE_PORT = 8000;
 
+/**
+ * Kubernetes: Envoy's router cluster names a fixed, namespace-relative Service, `inference-gateway-router`
+ * (deploy/kubernetes/router.yaml), an ExternalName Service whose `externalName` is the router's real Service
+ * (ROUTER_SERVICE_HOST by default). The router's name and namespace then live in one plain YAML field that
+ * kubectl, kustomize (deploy/overlays/example) or any tool can set, not inside the generated Envoy
+ * JSON: no TypeScript build and no regeneration to point the gateway at another router. Envoy resolves the short
+ * name through the pod's resolv.conf search path (<namespace>.svc.cluster.local) and follows the CNAME.
+ */
+const K8S_ROUTER_SERVICE = 'inference-gateway-router';
+
 const K8S_ENVOY_OPTIONS = Object.freeze({
   ...BASE,
-  routerTier: [{ host: ROUTER_SERVICE_HOST, port: ROUTER_SERVICE_PORT }],
+  routerTier: [{ host: K8S_ROUTER_SERVICE, port: ROUTER_SERVICE_PORT }],
 });
 
 /**
@@ -232,6 +242,7 @@ module.exports = {
   K8S_ENVOY_OPTIONS,
   ROUTER_SERVICE_HOST,
   ROUTER_SERVICE_PORT,
+  K8S_ROUTER_SERVICE,
   READY_PORT,
   TRAFFIC_DIRECTION,
   ISTIO_INBOUND_PORT,

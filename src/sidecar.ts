@@ -8,7 +8,8 @@
 import * as grpc from '@grpc/grpc-js';
 import type { GatewayConfig } from './config/env';
 import { ProcessorStream } from './extproc/processor-stream';
-import { HealthStatus, healthServiceDefinition } from './extproc/health';
+import { EnvoyVersionCheck } from './extproc/envoy-version';
+import { HealthStatus } from './extproc/health';
 import { extProcServiceDefinition } from './extproc/proto';
 import { startAdminServer } from './obs/admin-server';
 import { Metrics } from './obs/metrics';
@@ -59,6 +60,9 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
     authority = new AdmissionAuthority(admissionSettings(config), () => streams.active, new AdmissionMetrics(metrics.registry, log, () => authority));
     admission = authority;
   }
+  // ENVOY_ADMIN_URL: in-scope requests are passed through until that Envoy is known to be >= 1.37.
+  const envoyVersion = new EnvoyVersionCheck({ adminUrl: config.envoyAdminUrl, log, registry: metrics.registry });
+  await envoyVersion.start();
   const ctx: GatewayContext = {
     config,
     log,
@@ -68,6 +72,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
     metrics,
     drain: drainState,
     inFlight: new Set(),
+    envoyVersion,
   };
   const health = new HealthStatus('NOT_SERVING');
   const server = new grpc.Server({
@@ -88,7 +93,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
       exchange = new RequestExchange(ctx, client);
     },
   });
-  server.addService(healthServiceDefinition(), health.handlers());
+  health.addToServer(server);
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   );
@@ -101,6 +106,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
         ? { port: -1, close: async () => undefined }
         : await startAdminServer({ host: config.adminHost, port: config.adminPort, metrics: ctx.metrics, ready: () => listening && !drainState.draining });
   } catch (e) {
+    envoyVersion.stop();
     server.forceShutdown();
     await ctx.upstream.close();
     throw e;
@@ -111,6 +117,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
   const close = (graceMs = 0): Promise<void> =>
     (closing ??= (async () => {
       listening = false;
+      envoyVersion.stop();
       health.setAll('NOT_SERVING');
       health.endWatches();
       await new Promise<void>((resolve) => {

@@ -132,6 +132,9 @@ const schema = z.object({
   // Unset = HOST. In a pod: 0.0.0.0, so the kubelet's httpGet probes and Prometheus reach /healthz, /readyz and
   // /metrics on the pod IP while the ext_proc gRPC port stays on loopback.
   ADMIN_HOST: z.string().optional().transform((v) => v?.trim() || undefined),
+  // Envoy's admin interface (istio-proxy: http://127.0.0.1:15000): the sidecar reads /server_info and passes
+  // in-scope requests through while that Envoy is older than 1.37 (src/extproc/envoy-version.ts). Unset = no check.
+  ENVOY_ADMIN_URL: optionalHttpUrl,
   LOG_LEVEL: z
     .string()
     .optional()
@@ -199,6 +202,8 @@ export interface GatewayConfig {
   readonly adminHost: string;
   /** SIGTERM: how long streams in flight may take to finish before the sidecar closes. */
   readonly drainTimeoutMs: number;
+  /** Envoy's admin interface, for the startup version check (ENVOY_ADMIN_URL); undefined = no check. */
+  readonly envoyAdminUrl?: string;
   readonly logLevel: string;
 }
 
@@ -264,6 +269,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     adminPort: e.ADMIN_PORT,
     adminHost: e.ADMIN_HOST ?? e.HOST,
     drainTimeoutMs: e.DRAIN_TIMEOUT_SECONDS * 1000,
+    envoyAdminUrl: e.ENVOY_ADMIN_URL,
     logLevel: e.LOG_LEVEL,
   });
 }

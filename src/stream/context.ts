@@ -20,6 +20,8 @@ export interface GatewayContext {
   readonly drain: { draining: boolean };
   /** Originated responses in flight, so a drain deadline can end them with the interruption event. */
   readonly inFlight: Set<{ shutdown(): void }>;
+  /** ENVOY_ADMIN_URL's version check (src/extproc/envoy-version.ts): a reason = pass in-scope requests through. */
+  readonly envoyVersion?: { passthroughReason(): string | undefined };
 }
 
 /** An in-scope request, as the scope decision accepted it (request-exchange.ts). */

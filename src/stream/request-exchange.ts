@@ -78,6 +78,8 @@ export class RequestExchange implements ProcessorStreamHandler {
       this.passthrough(scope.reason, scope.detail);
       return;
     }
+    const envoyTooOld = this.ctx.envoyVersion?.passthroughReason();
+    if (envoyTooOld) return this.passthrough(envoyTooOld);
     this.phase = 'originating';
     this.chunks = [];
     this.ctx.metrics.scope('originated');

@@ -90,7 +90,7 @@ describe('grpc.health.v1 on its own server', () => {
   const health = new HealthStatus('SERVING');
   beforeAll(async () => {
     server = new grpc.Server();
-    server.addService(healthServiceDefinition(), health.handlers());
+    health.addToServer(server);
     port = await new Promise<number>((res, rej) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
   });
   afterAll(() => {

@@ -95,7 +95,8 @@ describe('deploy/: YAML', () => {
       DestinationRule: ['networking.istio.io/v1', 'networking.istio.io/v1beta1'],
       VirtualService: ['networking.istio.io/v1', 'networking.istio.io/v1beta1'],
     };
-    const kube = allDocs.filter((d) => !d.file.endsWith('docker-compose.yaml'));
+    // Kustomizations (deploy/kubernetes/kustomization.yaml, deploy/overlays/*) are kustomize's input, not objects.
+    const kube = allDocs.filter((d) => !d.file.endsWith('docker-compose.yaml') && d.doc.kind !== 'Kustomization');
     expect(kube.length).toBeGreaterThanOrEqual(7);
     for (const { file, doc } of kube) {
       expect([file, doc.kind, known[doc.kind]?.includes(doc.apiVersion)]).toEqual([file, doc.kind, true]);
@@ -215,9 +216,23 @@ describe('deploy/kubernetes', () => {
     expect(cluster('ext_proc').load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({ address: '127.0.0.1', port_value: 50051 });
     expect(cluster('router_tier').type).toBe('STRICT_DNS');
     expect(cluster('router_tier').load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({
-      address: 'inference-router.default.svc.cluster.local',
-      port_value: 8000,
+      address: render.K8S_ROUTER_SERVICE,
+      port_value: render.ROUTER_SERVICE_PORT,
     });
+  });
+
+  test('Envoy\'s router cluster names an ExternalName Service aliasing the router tier\'s Service', () => {
+    const svc = allDocs.find((d) => d.file === 'deploy/kubernetes/router.yaml' && d.doc.kind === 'Service')!.doc;
+    expect(svc.metadata.name).toBe(render.K8S_ROUTER_SERVICE);
+    expect(svc.spec.type).toBe('ExternalName');
+    expect(svc.spec.externalName).toBe(render.ROUTER_SERVICE_HOST);
+    expect(svc.spec.ports).toContainEqual(expect.objectContaining({ port: render.ROUTER_SERVICE_PORT }));
+  });
+
+  test('the kustomization lists every manifest of deploy/kubernetes', () => {
+    const k = loadYaml(path.join(DEPLOY, 'kubernetes', 'kustomization.yaml'))[0];
+    const files = fs.readdirSync(path.join(DEPLOY, 'kubernetes')).filter((f) => /\.ya?ml$/.test(f) && f !== 'kustomization.yaml');
+    expect([...k.resources].sort()).toEqual(files.sort());
   });
 });
 
