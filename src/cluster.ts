@@ -12,12 +12,13 @@ import { AggregatorRegistry, Registry } from 'prom-client';
 
 // prom-client's JSON form of a registry, as getMetricsAsJSON() returns it and aggregate() takes it.
 type metric = Awaited<ReturnType<Registry['getMetricsAsJSON']>>[number];
+
 import type { GatewayConfig } from './config/env';
+import { type AdminServer, startAdminServer } from './obs/admin-server';
 import { AdmissionMetrics } from './obs/admission-metrics';
-import { startAdminServer, type AdminServer } from './obs/admin-server';
-import { AdmissionAuthority, admissionSettings, type RecoveryAdmission } from './recovery/admission';
-import { AdmissionHub, RemoteAdmission, type AdmissionAnswerMessage, type AdmissionRequestMessage } from './recovery/admission-cluster';
 import type { Logger } from './obs/logger';
+import { AdmissionAuthority, admissionSettings, type RecoveryAdmission } from './recovery/admission';
+import { type AdmissionAnswerMessage, AdmissionHub, type AdmissionRequestMessage, RemoteAdmission } from './recovery/admission-cluster';
 import type { Sidecar } from './sidecar';
 
 type ToPrimary = { type: 'ready'; port: number } | { type: 'metrics'; id: number; json: metric[] } | AdmissionRequestMessage;
@@ -30,7 +31,11 @@ const RESTART_WINDOW_MS = 60_000;
 /** Past a worker's own deadline (DRAIN_TIMEOUT_SECONDS + 5 s, src/main.ts): it is wedged, kill it. */
 const WORKER_EXIT_SLACK_MS = 6000;
 
-export async function runPrimary(config: GatewayConfig, log: Logger, onListening: (port: number, adminPort: number) => void): Promise<void> {
+export async function runPrimary(
+  config: GatewayConfig,
+  log: Logger,
+  onListening: (port: number, adminPort: number) => void,
+): Promise<void> {
   const ready = new Map<number, number>(); // worker id -> port
   let draining = false;
   let announced = false;
@@ -40,7 +45,8 @@ export async function runPrimary(config: GatewayConfig, log: Logger, onListening
   // Recovery admission for all workers lives here (src/recovery/admission-cluster.ts), with its metrics.
   const primaryRegistry = new Registry();
   const hub: AdmissionHub = new AdmissionHub(
-    (streams): AdmissionAuthority => new AdmissionAuthority(admissionSettings(config), streams, new AdmissionMetrics(primaryRegistry, log, () => hub?.authority)),
+    (streams): AdmissionAuthority =>
+      new AdmissionAuthority(admissionSettings(config), streams, new AdmissionMetrics(primaryRegistry, log, () => hub?.authority)),
   );
 
   const fork = (): Worker => {
@@ -92,7 +98,14 @@ export async function runPrimary(config: GatewayConfig, log: Logger, onListening
       const got: metric[][] = [];
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, METRICS_TIMEOUT_MS);
-        pending.set(id, { got, want: workers.length, done: () => (clearTimeout(timer), resolve()) });
+        pending.set(id, {
+          got,
+          want: workers.length,
+          done: () => {
+            clearTimeout(timer);
+            resolve();
+          },
+        });
         for (const w of workers) w.send({ type: 'metrics?', id } satisfies ToWorker);
         if (workers.length === 0) resolve();
       });
@@ -117,11 +130,14 @@ export async function runPrimary(config: GatewayConfig, log: Logger, onListening
     for (const w of Object.values(cluster.workers ?? {})) w?.process.kill(second ? 'SIGKILL' : signal);
     if (second) return;
     // A drain deadline always ends the process, even with a worker that does not end on its own.
-    setTimeout(() => {
-      log.error({ workers: Object.keys(cluster.workers ?? {}).length }, 'workers still running past the drain deadline: killing them');
-      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL');
-      setTimeout(() => process.exit(1), 1000).unref();
-    }, (signal === 'SIGTERM' ? config.drainTimeoutMs : 0) + WORKER_EXIT_SLACK_MS).unref();
+    setTimeout(
+      () => {
+        log.error({ workers: Object.keys(cluster.workers ?? {}).length }, 'workers still running past the drain deadline: killing them');
+        for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL');
+        setTimeout(() => process.exit(1), 1000).unref();
+      },
+      (signal === 'SIGTERM' ? config.drainTimeoutMs : 0) + WORKER_EXIT_SLACK_MS,
+    ).unref();
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
@@ -149,7 +165,9 @@ export function serveAsWorker(sidecar: Sidecar): void {
   process.on('message', (m: ToWorker) => {
     if (m?.type === 'admission') return remoteAdmission?.answer(m);
     if (m?.type !== 'metrics?') return;
-    void sidecar.ctx.metrics.registry.getMetricsAsJSON().then((json) => process.send?.({ type: 'metrics', id: m.id, json } satisfies ToPrimary));
+    void sidecar.ctx.metrics.registry
+      .getMetricsAsJSON()
+      .then((json) => process.send?.({ type: 'metrics', id: m.id, json } satisfies ToPrimary));
   });
 }
 

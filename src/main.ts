@@ -2,13 +2,14 @@
 // server, print `SIDECAR listening <port> admin <admin port>` for whoever supervises us. SIGTERM drains (health NOT_SERVING,
 // new requests passed through, streams in flight finish within DRAIN_TIMEOUT_SECONDS) and exits; SIGINT, or a
 // second signal, closes at once.
-import { ConfigError, loadConfig } from './config/env';
-import { createLogger } from './obs/logger';
+
 import { isClusterWorker, runPrimary, serveAsWorker, workerAdmission } from './cluster';
+import { ConfigError, type GatewayConfig, loadConfig } from './config/env';
+import { createLogger } from './obs/logger';
 import { startSidecar } from './sidecar';
 
 async function main(): Promise<void> {
-  let config;
+  let config: GatewayConfig;
   try {
     config = loadConfig(process.env);
   } catch (e) {
@@ -27,7 +28,10 @@ async function main(): Promise<void> {
     return;
   }
   const worker = isClusterWorker();
-  const sidecar = await startSidecar(config, worker ? log.child({ worker: process.pid }) : log, { admin: !worker, admission: worker ? workerAdmission : undefined });
+  const sidecar = await startSidecar(config, worker ? log.child({ worker: process.pid }) : log, {
+    admin: !worker,
+    admission: worker ? workerAdmission : undefined,
+  });
   if (worker) serveAsWorker(sidecar);
   else process.stdout.write(`SIDECAR listening ${sidecar.port} admin ${sidecar.adminPort}\n`);
   let stopping = false;

@@ -7,14 +7,14 @@
 // deadline), then everything closes.
 import * as grpc from '@grpc/grpc-js';
 import type { GatewayConfig } from './config/env';
-import { ProcessorStream } from './extproc/processor-stream';
 import { EnvoyVersionCheck } from './extproc/envoy-version';
 import { HealthStatus } from './extproc/health';
-import { extProcServiceDefinition } from './extproc/proto';
+import { ProcessorStream } from './extproc/processor-stream';
+import { extProcServiceDefinition, type ProcessingRequest, type ProcessingResponse } from './extproc/proto';
 import { startAdminServer } from './obs/admin-server';
-import { Metrics } from './obs/metrics';
-import type { Logger } from './obs/logger';
 import { AdmissionMetrics } from './obs/admission-metrics';
+import type { Logger } from './obs/logger';
+import { Metrics } from './obs/metrics';
 import { AdmissionAuthority, admissionSettings, type RecoveryAdmission } from './recovery/admission';
 import type { GatewayContext } from './stream/context';
 import { RequestExchange } from './stream/request-exchange';
@@ -52,12 +52,19 @@ export interface SidecarOptions {
 export async function startSidecar(config: GatewayConfig, log: Logger, opts: SidecarOptions = {}): Promise<Sidecar> {
   const streams = { active: 0 };
   const drainState = { draining: false };
-  const metrics = new Metrics(() => ({ activeStreams: streams.active }), () => drainState.draining);
+  const metrics = new Metrics(
+    () => ({ activeStreams: streams.active }),
+    () => drainState.draining,
+  );
   let admission: RecoveryAdmission;
   if (opts.admission) admission = opts.admission(streams);
   else {
-    let authority: AdmissionAuthority | undefined = undefined;
-    authority = new AdmissionAuthority(admissionSettings(config), () => streams.active, new AdmissionMetrics(metrics.registry, log, () => authority));
+    let authority: AdmissionAuthority | undefined;
+    authority = new AdmissionAuthority(
+      admissionSettings(config),
+      () => streams.active,
+      new AdmissionMetrics(metrics.registry, log, () => authority),
+    );
     admission = authority;
   }
   // ENVOY_ADMIN_URL: in-scope requests are passed through until that Envoy is known to be >= 1.37.
@@ -82,36 +89,55 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
     'grpc.enable_channelz': 0,
   });
   server.addService(extProcServiceDefinition(), {
-    Process(call: grpc.ServerDuplexStream<any, any>) {
+    Process(call: grpc.ServerDuplexStream<ProcessingRequest, ProcessingResponse>) {
+      // The exchange needs the stream and the stream its handler: the handler forwards to the exchange made next.
       let exchange: RequestExchange | null = null;
       const client = new ProcessorStream(call, {
-        onRequestHeaders: (h, eos) => exchange!.onRequestHeaders(h, eos),
-        onRequestBody: (b, eos) => exchange!.onRequestBody(b, eos),
-        onRequestTrailers: () => exchange!.onRequestTrailers(),
-        onGone: (reason) => exchange!.onGone(reason),
+        onRequestHeaders: (h, eos) => exchange?.onRequestHeaders(h, eos),
+        onRequestBody: (b, eos) => exchange?.onRequestBody(b, eos),
+        onRequestTrailers: () => exchange?.onRequestTrailers(),
+        onGone: (reason) => exchange?.onGone(reason),
       });
       exchange = new RequestExchange(ctx, client);
     },
   });
   health.addToServer(server);
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (err, p) =>
+      err ? reject(err) : resolve(p),
+    ),
   );
   let listening = true;
   health.setAll('SERVING');
-  let admin;
+  let admin: { port: number; close(): Promise<void> };
   try {
     admin =
       opts.admin === false
         ? { port: -1, close: async () => undefined }
-        : await startAdminServer({ host: config.adminHost, port: config.adminPort, metrics: ctx.metrics, ready: () => listening && !drainState.draining });
+        : await startAdminServer({
+            host: config.adminHost,
+            port: config.adminPort,
+            metrics: ctx.metrics,
+            ready: () => listening && !drainState.draining,
+          });
   } catch (e) {
     envoyVersion.stop();
     server.forceShutdown();
     await ctx.upstream.close();
     throw e;
   }
-  log.info({ port, admin_port: admin.port, downstream_url: config.downstreamUrl, continuation_url: config.continuationUrl, continuation_model: config.continuationModel ?? null, engine: config.engine, continuation_enabled: config.continuationEnabled }, 'sidecar listening');
+  log.info(
+    {
+      port,
+      admin_port: admin.port,
+      downstream_url: config.downstreamUrl,
+      continuation_url: config.continuationUrl,
+      continuation_model: config.continuationModel ?? null,
+      engine: config.engine,
+      continuation_enabled: config.continuationEnabled,
+    },
+    'sidecar listening',
+  );
   let closing: Promise<void> | null = null;
   /** Graceful gRPC shutdown bounded by graceMs (0 = unbounded), then forced; the admin server last. */
   const close = (graceMs = 0): Promise<void> =>
@@ -138,6 +164,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
       return drainState.draining;
     },
     drain(timeoutMs: number) {
+      // biome-ignore lint/suspicious/noAssignInExpressions: the drain runs once; later calls share its promise
       return (draining ??= (async () => {
         drainState.draining = true;
         health.setAll('NOT_SERVING');
@@ -146,7 +173,10 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
         while (streams.active > 0 && Date.now() - started < timeoutMs) await new Promise((r) => setTimeout(r, 25));
         const left = streams.active;
         if (left > 0) {
-          log.warn({ decision: 'DRAIN_TIMEOUT', active_streams: left }, 'drain deadline reached with streams in flight: ending them with the interruption event');
+          log.warn(
+            { decision: 'DRAIN_TIMEOUT', active_streams: left },
+            'drain deadline reached with streams in flight: ending them with the interruption event',
+          );
           // Never a silent cut: each stream ends with the interruption event (or, before its first delta,
           // an error answer), then the server closes.
           for (const r of ctx.inFlight) r.shutdown();

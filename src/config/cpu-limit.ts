@@ -68,7 +68,11 @@ export function defaultWorkers(e: CpuEnvironment): { workers: number; source: Wo
   return { workers: Math.max(1, e.availableCpus), source: 'available-cpus' };
 }
 
-export function resolveWorkers(configured: number, env: NodeJS.ProcessEnv, probe: CpuEnvironment = hostEnvironment(env)): { workers: number; source: WorkersSource; cpuLimit?: number } {
+export function resolveWorkers(
+  configured: number,
+  env: NodeJS.ProcessEnv,
+  probe: CpuEnvironment = hostEnvironment(env),
+): { workers: number; source: WorkersSource; cpuLimit?: number } {
   if (configured > 0) return { workers: configured, source: 'WORKERS' };
   return defaultWorkers(probe);
 }

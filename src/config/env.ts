@@ -128,10 +128,16 @@ const schema = z.object({
   PORT: num(50051, { int: true, min: 0, max: 65535 }),
   ADMIN_PORT: num(9090, { int: true, min: 0, max: 65535 }),
   DRAIN_TIMEOUT_SECONDS: num(30, { min: 0, max: MAX_TIMER_SECONDS }),
-  HOST: z.string().optional().transform((v) => v?.trim() || '127.0.0.1'),
+  HOST: z
+    .string()
+    .optional()
+    .transform((v) => v?.trim() || '127.0.0.1'),
   // Unset = HOST. In a pod: 0.0.0.0, so the kubelet's httpGet probes and Prometheus reach /healthz, /readyz and
   // /metrics on the pod IP while the ext_proc gRPC port stays on loopback.
-  ADMIN_HOST: z.string().optional().transform((v) => v?.trim() || undefined),
+  ADMIN_HOST: z
+    .string()
+    .optional()
+    .transform((v) => v?.trim() || undefined),
   // Envoy's admin interface (istio-proxy: http://127.0.0.1:15000): the sidecar reads /server_info and passes
   // in-scope requests through while that Envoy is older than 1.37 (src/extproc/envoy-version.ts). Unset = no check.
   ENVOY_ADMIN_URL: optionalHttpUrl,

@@ -130,12 +130,21 @@ export class EnvoyVersionCheck {
       if (isOlderThan(v)) {
         this.state = 'too-old';
         log.warn(
-          { decision: 'ENVOY_TOO_OLD', envoy_version: `${v.major}.${v.minor}.${v.patch}`, envoy_build: v.text, min_envoy_version: min, envoy_admin_url: this.opts.adminUrl },
+          {
+            decision: 'ENVOY_TOO_OLD',
+            envoy_version: `${v.major}.${v.minor}.${v.patch}`,
+            envoy_build: v.text,
+            min_envoy_version: min,
+            envoy_admin_url: this.opts.adminUrl,
+          },
           `Envoy ${v.major}.${v.minor}.${v.patch} is older than ${min} (no ext_proc StreamedImmediateResponse): every request is passed through, continuation is OFF (reason ${ENVOY_TOO_OLD}); Istio needs >= 1.29`,
         );
       } else {
         this.state = 'ok';
-        log.info({ envoy_version: `${v.major}.${v.minor}.${v.patch}`, envoy_build: v.text, min_envoy_version: min }, 'Envoy version checked');
+        log.info(
+          { envoy_version: `${v.major}.${v.minor}.${v.patch}`, envoy_build: v.text, min_envoy_version: min },
+          'Envoy version checked',
+        );
       }
     } catch (e) {
       if (this.stopped) return;
@@ -143,7 +152,12 @@ export class EnvoyVersionCheck {
       // The first failure and then one line a minute: the check goes on until the admin interface answers.
       if (this.failures === 1 || this.failures % 60 === 0) {
         log.warn(
-          { decision: 'ENVOY_VERSION_UNKNOWN', envoy_admin_url: this.opts.adminUrl, attempts: this.failures, error: e instanceof Error ? e.message : String(e) },
+          {
+            decision: 'ENVOY_VERSION_UNKNOWN',
+            envoy_admin_url: this.opts.adminUrl,
+            attempts: this.failures,
+            error: e instanceof Error ? e.message : String(e),
+          },
           `cannot read Envoy's version from ${url}: in-scope requests are passed through (reason ${ENVOY_VERSION_UNKNOWN}) until it answers`,
         );
       }

@@ -51,7 +51,10 @@ export class HealthStatus {
   /** Adds the health service to the server, recording the Watch calls so that endWatches() can end them. */
   addToServer(server: grpc.Server): void {
     this.impl.addToServer({
-      addService: (svc: unknown, impl: Record<string, (...args: any[]) => void>) =>
+      addService: (
+        svc: unknown,
+        impl: Record<string, grpc.UntypedHandleCall & ((call: grpc.ServerWritableStream<unknown, unknown>) => void)>,
+      ) =>
         server.addService(svc as grpc.ServiceDefinition, {
           ...impl,
           watch: (call: grpc.ServerWritableStream<unknown, unknown>) => {
@@ -63,6 +66,6 @@ export class HealthStatus {
             impl.watch(call);
           },
         }),
-    } as any);
+    } as unknown as grpc.Server);
   }
 }

@@ -20,7 +20,10 @@ export class ProcessorStream {
   private closed = false;
   private drainWaiters: Array<() => void> = [];
 
-  constructor(private readonly call: Call, handler: ProcessorStreamHandler) {
+  constructor(
+    private readonly call: Call,
+    handler: ProcessorStreamHandler,
+  ) {
     call.on('data', (m: ProcessingRequest) => {
       if (this.closed) return;
       switch (m.request) {
@@ -64,7 +67,9 @@ export class ProcessorStream {
 
   /** In FULL_DUPLEX_STREAMED mode the body must be handed back, chunk by chunk, or the upstream gets none. */
   echoBody(chunk: Buffer, endOfStream: boolean): boolean {
-    return this.write({ request_body: { response: { body_mutation: { streamed_response: { body: chunk, end_of_stream: endOfStream } } } } });
+    return this.write({
+      request_body: { response: { body_mutation: { streamed_response: { body: chunk, end_of_stream: endOfStream } } } },
+    });
   }
 
   continueTrailers(): void {

@@ -54,8 +54,11 @@ export function extProcServiceDefinition(): grpc.ServiceDefinition {
     defaults: true,
     oneofs: true,
   });
-  const pkg = grpc.loadPackageDefinition(def) as any;
-  const service = { ...(pkg.envoy.service.ext_proc.v3.ExternalProcessor.service as grpc.ServiceDefinition) };
+  // The package tree proto-loader builds has no static type: walk it to the one service we serve.
+  const pkg = grpc.loadPackageDefinition(def) as unknown as {
+    envoy: { service: { ext_proc: { v3: { ExternalProcessor: { service: grpc.ServiceDefinition } } } } };
+  };
+  const service = { ...pkg.envoy.service.ext_proc.v3.ExternalProcessor.service };
   const process = service.Process;
   const serialize = process.responseSerialize;
   // Body chunks arrive pre-encoded (encode-body.ts); everything else goes through proto-loader.
@@ -69,7 +72,7 @@ export function headerMapToRecord(map: HeaderMap | undefined): Record<string, st
   const out: Record<string, string> = {};
   for (const h of map?.headers ?? []) {
     const key = h.key.toLowerCase();
-    const value = h.raw_value && h.raw_value.length ? h.raw_value.toString('latin1') : (h.value ?? '');
+    const value = h.raw_value?.length ? h.raw_value.toString('latin1') : (h.value ?? '');
     if (!(key in out)) out[key] = value;
   }
   return out;

@@ -1,8 +1,8 @@
 // Non-streaming answer: the same plan as a stream, delivered as one chat.completion JSON. Faults map to
 // their closest whole-response equivalent (there are no token boundaries on the wire to hit).
-import { completionBody, errorBody, FullAnswer } from './dialect';
-import { Exchange } from './exchange';
-import { StreamSettings } from './stream';
+import { completionBody, errorBody, type FullAnswer } from './dialect';
+import type { Exchange } from './exchange';
+import type { StreamSettings } from './stream';
 
 function summarize(s: StreamSettings, upTo: number, finish: string): FullAnswer {
   const deltas = s.plan.deltas.slice(0, upTo);

@@ -24,7 +24,11 @@ export type TokenDelta =
 
 function envelope(ctx: ChunkContext, choices: unknown[]): Record<string, unknown> {
   const chunk: Record<string, unknown> = {
-    id: ctx.id, object: 'chat.completion.chunk', created: ctx.created, model: ctx.model, choices,
+    id: ctx.id,
+    object: 'chat.completion.chunk',
+    created: ctx.created,
+    model: ctx.model,
+    choices,
   };
   if (ctx.revision !== undefined) chunk.system_fingerprint = ctx.revision;
   if (ctx.dialect === 'sglang') chunk.usage = null;
@@ -59,9 +63,7 @@ export function tokenChunk(ctx: ChunkContext, d: TokenDelta) {
 }
 
 function stopExtra(ctx: ChunkContext, finish: string): Record<string, unknown> {
-  return ctx.dialect === 'sglang'
-    ? { matched_stop: finish === 'stop' ? SGLANG_STOP_TOKEN_ID : null }
-    : { stop_reason: null };
+  return ctx.dialect === 'sglang' ? { matched_stop: finish === 'stop' ? SGLANG_STOP_TOKEN_ID : null } : { stop_reason: null };
 }
 
 export function finishChunk(ctx: ChunkContext, finish: string) {
@@ -106,7 +108,9 @@ export function completionBody(ctx: ChunkContext, a: FullAnswer) {
     [ctx.dialect === 'sglang' ? 'reasoning_content' : 'reasoning']: a.reasoning || null,
     tool_calls: a.toolCall
       ? [{ id: a.toolCall.id, index: 0, type: 'function', function: { name: a.toolCall.name, arguments: a.toolCall.arguments } }]
-      : ctx.dialect === 'sglang' ? null : [],
+      : ctx.dialect === 'sglang'
+        ? null
+        : [],
   };
   return {
     id: ctx.id,

@@ -3,8 +3,18 @@
 // module-level so that all FakeEngine instances of the process share it.
 
 export type FaultKind =
-  | 'crash' | 'fin' | 'eof' | 'stall' | 'error' | 'abort' | 'nodone' | 'malformed'
-  | 'status' | 'hang' | 'slow' | 'crash-before-headers';
+  | 'crash'
+  | 'fin'
+  | 'eof'
+  | 'stall'
+  | 'error'
+  | 'abort'
+  | 'nodone'
+  | 'malformed'
+  | 'status'
+  | 'hang'
+  | 'slow'
+  | 'crash-before-headers';
 
 export interface Fault {
   kind: FaultKind;

@@ -2,9 +2,9 @@
 // --family generic --token-ms 40 [--tokenizer sglang|vllm|llamacpp]`. Prints one line when listening (the demo waits for it). SIGUSR1 makes it
 // fall over and come back (FakeEngine.failFor): its streams are reset and it answers 503 for
 // --unavailable-ms (default 3000).
-import { Dialect } from './dialect';
-import { PrefixFamily } from './prefix-parse';
-import { FakeEngineOptions, startFakeEngine } from './server';
+import type { Dialect } from './dialect';
+import type { PrefixFamily } from './prefix-parse';
+import { type FakeEngineOptions, startFakeEngine } from './server';
 
 function parseArgs(argv: string[]): FakeEngineOptions & { unavailableMs: number } {
   const opts: FakeEngineOptions & { unavailableMs: number } = { unavailableMs: 3000 };
@@ -12,13 +12,27 @@ function parseArgs(argv: string[]): FakeEngineOptions & { unavailableMs: number 
     const [flag, value] = [argv[i], argv[i + 1]];
     if (value === undefined) throw new Error(`missing value for ${flag}`);
     switch (flag) {
-      case '--port': opts.port = Number(value); break;
-      case '--host': opts.host = value; break;
-      case '--name': opts.name = value; break;
-      case '--model': opts.model = value; break;
-      case '--token-ms': opts.tokenIntervalMs = Number(value); break;
-      case '--unavailable-ms': opts.unavailableMs = Number(value); break;
-      case '--revision': opts.revision = value; break;
+      case '--port':
+        opts.port = Number(value);
+        break;
+      case '--host':
+        opts.host = value;
+        break;
+      case '--name':
+        opts.name = value;
+        break;
+      case '--model':
+        opts.model = value;
+        break;
+      case '--token-ms':
+        opts.tokenIntervalMs = Number(value);
+        break;
+      case '--unavailable-ms':
+        opts.unavailableMs = Number(value);
+        break;
+      case '--revision':
+        opts.revision = value;
+        break;
       case '--dialect':
         if (value !== 'sglang' && value !== 'vllm') throw new Error(`bad --dialect ${value}`);
         opts.dialect = value as Dialect;
@@ -31,7 +45,8 @@ function parseArgs(argv: string[]): FakeEngineOptions & { unavailableMs: number 
         if (value !== 'generic' && value !== 'kimi-k3') throw new Error(`bad --family ${value}`);
         opts.family = value as PrefixFamily;
         break;
-      default: throw new Error(`unknown flag ${flag}`);
+      default:
+        throw new Error(`unknown flag ${flag}`);
     }
   }
   return opts;
@@ -42,7 +57,10 @@ async function main(): Promise<void> {
   const engine = await startFakeEngine(opts);
   process.stdout.write(`FAKE_ENGINE ${engine.name} listening ${engine.url}\n`);
   const stop = () => {
-    engine.close().then(() => process.exit(0), () => process.exit(1));
+    engine.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
   };
   process.on('SIGUSR1', () => engine.failFor(opts.unavailableMs));
   process.once('SIGINT', stop);

@@ -2,11 +2,11 @@
 // prompt size, or the HTTP error a real engine (or a strict test double) would answer. A continuation
 // is checked against the deterministic answer so a gateway that builds a wrong prefix fails loudly.
 import { randomBytes } from 'node:crypto';
-import { answerFor, AnswerSize, promptTokenCount, withoutTrailingAssistant } from './answer';
-import { Dialect, TokenDelta } from './dialect';
-import { parsePrefix, PrefixFamily } from './prefix-parse';
-import { toolCallFor } from './tool-call';
+import { type AnswerSize, answerFor, promptTokenCount, withoutTrailingAssistant } from './answer';
+import type { Dialect, TokenDelta } from './dialect';
+import { type PrefixFamily, parsePrefix } from './prefix-parse';
 import { contentText, tokenize } from './tokens';
+import { toolCallFor } from './tool-call';
 
 export interface Plan {
   continuation: boolean;
@@ -18,8 +18,7 @@ export interface Plan {
 export type PlanResult = { ok: true; plan: Plan } | { ok: false; status: number; message: string };
 
 export const MISMATCH_MESSAGE = "fake-engine: continuation prefix does not match this engine's answer";
-export const VLLM_GENERATION_PROMPT_MESSAGE =
-  'continue_final_message and add_generation_prompt cannot both be true.';
+export const VLLM_GENERATION_PROMPT_MESSAGE = 'continue_final_message and add_generation_prompt cannot both be true.';
 
 const bad = (message: string): PlanResult => ({ ok: false, status: 400, message });
 
@@ -65,12 +64,7 @@ function maxTokens(body: any): number | undefined {
   return typeof v === 'number' && v >= 0 ? Math.floor(v) : undefined;
 }
 
-export function planRequest(
-  body: any,
-  headers: Record<string, string>,
-  dialect: Dialect,
-  family: PrefixFamily,
-): PlanResult {
+export function planRequest(body: any, headers: Record<string, string>, dialect: Dialect, family: PrefixFamily): PlanResult {
   if (!body || typeof body !== 'object' || !Array.isArray(body.messages) || body.messages.length === 0) {
     return bad('fake-engine: body must be JSON with a non-empty messages array');
   }
@@ -100,11 +94,7 @@ export function planRequest(
     const prefix = contentText(last.content);
     const parsed = parsePrefix(family, prefix);
     const split =
-      parsed.kind === 'split'
-        ? parsed
-        : noThinking
-          ? { reasoning: '', content: parsed.text }
-          : { reasoning: parsed.text, content: '' };
+      parsed.kind === 'split' ? parsed : noThinking ? { reasoning: '', content: parsed.text } : { reasoning: parsed.text, content: '' };
     // An empty reasoning with thinking off is an original request that never thought.
     const expected = noThinking && split.reasoning === '' ? [] : answer.reasoningTokens;
     const restReasoning = remainderAfter(expected, split.reasoning);

@@ -2,19 +2,19 @@
 // replica, deterministic so that end-to-end tests can compare stitched answers byte for byte.
 import http from 'node:http';
 import type { Socket } from 'node:net';
-import { Dialect, errorBody } from './dialect';
-import { sendCompletion } from './completion';
-import { Exchange, SeenRequest } from './exchange';
-import { Fault, takeFault } from './faults';
-import { planRequest } from './plan';
-import { PrefixFamily } from './prefix-parse';
-import { parseBurst, StreamRun } from './stream';
 import { withoutTrailingAssistant } from './answer';
-import { contentText, tokenId, tokenize, promptTokens } from './tokens';
+import { sendCompletion } from './completion';
+import { type Dialect, errorBody } from './dialect';
+import { Exchange, type SeenRequest } from './exchange';
+import { type Fault, takeFault } from './faults';
+import { planRequest } from './plan';
+import type { PrefixFamily } from './prefix-parse';
+import { parseBurst, StreamRun } from './stream';
+import { contentText, promptTokens, tokenId, tokenize } from './tokens';
 
 export type { Dialect } from './dialect';
-export type { PrefixFamily } from './prefix-parse';
 export type { SeenRequest } from './exchange';
+export type { PrefixFamily } from './prefix-parse';
 
 export interface FakeEngineOptions {
   port?: number;
@@ -106,7 +106,8 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       return bad(ex, (e as Error).message);
     }
     record.fault = fault?.spec;
-    if (Date.now() < unavailableUntil) return ex.sendJson(503, errorBody('fake-engine: unavailable (failFor)', 'ServiceUnavailableError', 503));
+    if (Date.now() < unavailableUntil)
+      return ex.sendJson(503, errorBody('fake-engine: unavailable (failFor)', 'ServiceUnavailableError', 503));
     if (fault?.kind === 'crash-before-headers') return ex.killSocket('reset');
     if (fault?.kind === 'hang') return; // socket stays open until the client or close() ends it
     if (fault?.kind === 'status') {
@@ -157,9 +158,8 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     if (tokenizer === 'sglang' && typeof b?.prompt !== 'string' && typeof b?.text !== 'string') {
       return ex.sendJson(400, errorBody('fake-engine (sglang /tokenize): field "prompt" required', 'BadRequestError', 400));
     }
-    const toks = tokenizer === 'vllm' && Array.isArray(b?.messages)
-      ? promptTokens(b.messages)
-      : tokenize(String(b?.prompt ?? b?.text ?? ''));
+    const toks =
+      tokenizer === 'vllm' && Array.isArray(b?.messages) ? promptTokens(b.messages) : tokenize(String(b?.prompt ?? b?.text ?? ''));
     const tokens = toks.map(tokenId);
     const out: Record<string, unknown> = { tokens, count: tokens.length };
     if (tokenizer === 'vllm') out.max_model_len = MAX_MODEL_LEN;
@@ -187,9 +187,14 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     }
     const body = parseJson(raw);
     const record: SeenRequest = {
-      replica: name, path, headers: flatHeaders(req.headers), body,
+      replica: name,
+      path,
+      headers: flatHeaders(req.headers),
+      body,
       continuation: !!body && typeof body === 'object' && body.continue_final_message === true,
-      startedAt: Date.now(), clientAborted: false, tokensSent: 0,
+      startedAt: Date.now(),
+      clientAborted: false,
+      tokensSent: 0,
     };
     requests.push(record);
     const ex = new Exchange(req, res, record);

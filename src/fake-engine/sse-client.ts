@@ -47,7 +47,7 @@ export async function postJson(
   const signal = opts.signal ? AbortSignal.any([opts.signal, timeout.signal]) : timeout.signal;
   const parts: Buffer[] = [];
   let status = 0;
-  let resHeaders: Record<string, string> = {};
+  const resHeaders: Record<string, string> = {};
   let error: Collected['error'];
   try {
     const res = await request(url, {

@@ -5,14 +5,13 @@
 //
 // Like a real engine (uvicorn awaits its socket), the next step waits for 'drain' when the socket's write
 // buffer is full: a client that stops reading stops the generation instead of growing our buffers.
-import { ChunkContext, finishChunk, roleChunk, tokenChunk, usageChunk } from './dialect';
-import { Exchange } from './exchange';
-import { Fault } from './faults';
-import { Plan } from './plan';
+import { type ChunkContext, finishChunk, roleChunk, tokenChunk, usageChunk } from './dialect';
+import type { Exchange } from './exchange';
+import type { Fault } from './faults';
+import type { Plan } from './plan';
 
 const MALFORMED_EVENT = 'data: {"this is not json\n\n';
-const INJECTED_ERROR =
-  '{"error":{"message":"fake-engine injected error","type":"InternalServerError","code":500}}';
+const INJECTED_ERROR = '{"error":{"message":"fake-engine injected error","type":"InternalServerError","code":500}}';
 
 export interface StreamSettings {
   ctx: ChunkContext;

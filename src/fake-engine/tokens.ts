@@ -3,8 +3,7 @@
 // counts and continuation-prefix counts then all agree with what was streamed.
 
 // Control tokens of both prefix families and of the pseudo chat template count as one token each.
-const TOKEN_RE =
-  /<\|[a-z_]+\|>|<\/?think>| ?[A-Za-z]+| ?\d+|[\u4e00-\u9fff]{1,2}|\p{Extended_Pictographic}|\s|[^]/gu;
+const TOKEN_RE = /<\|[a-z_]+\|>|<\/?think>| ?[A-Za-z]+| ?\d+|[\u4e00-\u9fff]{1,2}|\p{Extended_Pictographic}|\s|[\s\S]/gu;
 
 export function tokenize(text: string): string[] {
   return text.match(TOKEN_RE) ?? [];
@@ -40,9 +39,7 @@ export function fnv1a(text: string): number {
 export function contentText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (Array.isArray(content)) {
-    return content
-      .map((p) => (p && typeof p === 'object' && typeof p.text === 'string' ? p.text : ''))
-      .join('');
+    return content.map((p) => (p && typeof p === 'object' && typeof p.text === 'string' ? p.text : '')).join('');
   }
   return '';
 }

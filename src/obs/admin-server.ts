@@ -15,7 +15,12 @@ export interface AdminServer {
   close(): Promise<void>;
 }
 
-export async function startAdminServer(o: { host: string; port: number; metrics: MetricsSource; ready: () => boolean }): Promise<AdminServer> {
+export async function startAdminServer(o: {
+  host: string;
+  port: number;
+  metrics: MetricsSource;
+  ready: () => boolean;
+}): Promise<AdminServer> {
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -34,7 +39,8 @@ export async function startAdminServer(o: { host: string; port: number; metrics:
     if (path === '/metrics') {
       o.metrics.render().then(
         (body) => res.writeHead(200, { 'content-type': o.metrics.contentType }).end(body),
-        (e: unknown) => res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics failed: ${e instanceof Error ? e.message : String(e)}\n`),
+        (e: unknown) =>
+          res.writeHead(500, { 'content-type': 'text/plain' }).end(`metrics failed: ${e instanceof Error ? e.message : String(e)}\n`),
       );
       return;
     }

@@ -2,7 +2,8 @@
 // Envoy's x-request-id and the completion id the client sees. Prompt text, answer text and credentials are
 // never passed to the logger; the redact list is a second line of defence, not the first.
 import fs = require('node:fs'); // the module object itself: boundedFlushSync swaps its writeSync for a moment
-import pino, { type Logger, type DestinationStream } from 'pino';
+
+import pino, { type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
 

@@ -25,19 +25,77 @@ export class Metrics {
 
   constructor(live?: () => LiveState, draining?: () => boolean) {
     const registers = [this.registry];
-    this.requests = new Counter({ name: 'gateway_requests_total', help: 'Chat requests by scope decision (originated, or passthrough with its reason).', labelNames: ['scope', 'reason'], registers });
-    this.legFailures = new Counter({ name: 'gateway_interruptions_total', help: 'Upstream failures of a leg1 attempt, by failure kind and phase (prefill: before the first delta, decode: after).', labelNames: ['reason', 'phase'], registers });
-    this.recoveries = new Counter({ name: 'gateway_recoveries_total', help: 'Recoveries by kind (retry, continuation) and outcome (started, succeeded, failed).', labelNames: ['kind', 'outcome'], registers });
+    this.requests = new Counter({
+      name: 'gateway_requests_total',
+      help: 'Chat requests by scope decision (originated, or passthrough with its reason).',
+      labelNames: ['scope', 'reason'],
+      registers,
+    });
+    this.legFailures = new Counter({
+      name: 'gateway_interruptions_total',
+      help: 'Upstream failures of a leg1 attempt, by failure kind and phase (prefill: before the first delta, decode: after).',
+      labelNames: ['reason', 'phase'],
+      registers,
+    });
+    this.recoveries = new Counter({
+      name: 'gateway_recoveries_total',
+      help: 'Recoveries by kind (retry, continuation) and outcome (started, succeeded, failed).',
+      labelNames: ['kind', 'outcome'],
+      registers,
+    });
     this.legs = new Counter({ name: 'gateway_legs_total', help: 'Upstream legs opened (leg1 attempts and continuation legs).', registers });
-    this.interruptionEvents = new Counter({ name: 'gateway_interruption_events_total', help: 'Interruption events sent to clients, by reason.', labelNames: ['reason'], registers });
-    this.refusals = new Counter({ name: 'gateway_recovery_refusals_total', help: 'Recoveries not started, by reason (brake-open, queue-timeout, too-costly) and phase (prefill: a retry, decode: a continuation).', labelNames: ['reason', 'phase'], registers });
+    this.interruptionEvents = new Counter({
+      name: 'gateway_interruption_events_total',
+      help: 'Interruption events sent to clients, by reason.',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.refusals = new Counter({
+      name: 'gateway_recovery_refusals_total',
+      help: 'Recoveries not started, by reason (brake-open, queue-timeout, too-costly) and phase (prefill: a retry, decode: a continuation).',
+      labelNames: ['reason', 'phase'],
+      registers,
+    });
     this.malformed = new Counter({ name: 'gateway_malformed_events_total', help: 'Malformed SSE events skipped.', registers });
-    this.overflows = new Counter({ name: 'gateway_hold_limit_total', help: 'Held output (tool call, structured output) over MAX_HELD_BYTES, delivered unbuffered.', labelNames: ['what'], registers });
-    this.recoveredTokens = new Counter({ name: 'gateway_recovered_tokens_total', help: 'Delivered tokens carried into continuation legs (the recovered prefix).', registers });
-    this.firstDelta = new Histogram({ name: 'gateway_time_to_first_delta_seconds', help: 'Request start to the first delta delivered to the client.', buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300], registers });
-    this.recoveryLatency = new Histogram({ name: 'gateway_recovery_latency_seconds', help: 'Failure detected to the first byte of the continuation leg.', buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30], registers });
-    new Gauge({ name: 'gateway_active_streams', help: 'Originated streams in progress.', registers, collect() { this.set(live?.().activeStreams ?? 0); } });
-    new Gauge({ name: 'gateway_draining', help: '1 while the sidecar drains (shutdown), else 0.', registers, collect() { this.set(draining?.() ? 1 : 0); } });
+    this.overflows = new Counter({
+      name: 'gateway_hold_limit_total',
+      help: 'Held output (tool call, structured output) over MAX_HELD_BYTES, delivered unbuffered.',
+      labelNames: ['what'],
+      registers,
+    });
+    this.recoveredTokens = new Counter({
+      name: 'gateway_recovered_tokens_total',
+      help: 'Delivered tokens carried into continuation legs (the recovered prefix).',
+      registers,
+    });
+    this.firstDelta = new Histogram({
+      name: 'gateway_time_to_first_delta_seconds',
+      help: 'Request start to the first delta delivered to the client.',
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+      registers,
+    });
+    this.recoveryLatency = new Histogram({
+      name: 'gateway_recovery_latency_seconds',
+      help: 'Failure detected to the first byte of the continuation leg.',
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    new Gauge({
+      name: 'gateway_active_streams',
+      help: 'Originated streams in progress.',
+      registers,
+      collect() {
+        this.set(live?.().activeStreams ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'gateway_draining',
+      help: '1 while the sidecar drains (shutdown), else 0.',
+      registers,
+      collect() {
+        this.set(draining?.() ? 1 : 0);
+      },
+    });
   }
 
   /** Scope decision: 'originated', or 'passthrough:<reason>'. */

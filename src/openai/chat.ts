@@ -1,6 +1,7 @@
 // The OpenAI chat-completions shapes the gateway reads, with their guards. Only what the gateway relies on
 // is typed; everything else travels as it came (unknown fields are kept, never dropped).
 
+// biome-ignore lint/suspicious/noExplicitAny: the one loose type: JSON from clients and engines, read through the guards below
 export type JsonObject = Record<string, any>;
 
 /** A plain JSON object (not an array, not null). */
@@ -42,7 +43,13 @@ export interface Usage {
 
 export interface ChatChunkChoice {
   index?: number;
-  delta?: { role?: string; content?: string | null; reasoning_content?: string | null; reasoning?: string | null; tool_calls?: unknown[] } & JsonObject;
+  delta?: {
+    role?: string;
+    content?: string | null;
+    reasoning_content?: string | null;
+    reasoning?: string | null;
+    tool_calls?: unknown[];
+  } & JsonObject;
   finish_reason?: string | null;
   [field: string]: unknown;
 }

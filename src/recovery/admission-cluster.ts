@@ -3,7 +3,15 @@
 // whole sidecar", as with one process, and the brake sees every worker's failing legs. A request costs one
 // IPC round trip (well under a millisecond), and only recoveries ask: the relaying path never does.
 import type { Worker } from 'node:cluster';
-import type { Admission, AdmissionAuthority, AdmissionTicket, RecoveryAdmission, RefusalReason, ReprefillResult, ReprefillSlot } from './admission';
+import type {
+  Admission,
+  AdmissionAuthority,
+  AdmissionTicket,
+  RecoveryAdmission,
+  RefusalReason,
+  ReprefillResult,
+  ReprefillSlot,
+} from './admission';
 
 /** Worker -> primary. */
 export type AdmissionRequestMessage =
@@ -25,7 +33,10 @@ const STREAMS_REPORT_MS = 250;
 /** The primary's side: one authority for all workers; a worker that dies gives back what it held. */
 export class AdmissionHub {
   /** Per worker: streams it reported, tickets waiting, slots held (by the worker's request id). */
-  private readonly workers = new Map<number, { streams: number; waiting: Map<number, AdmissionTicket>; held: Map<number, ReprefillSlot> }>();
+  private readonly workers = new Map<
+    number,
+    { streams: number; waiting: Map<number, AdmissionTicket>; held: Map<number, ReprefillSlot> }
+  >();
 
   constructor(makeAuthority: (activeStreams: () => number) => AdmissionAuthority) {
     this.authority = makeAuthority(() => {
@@ -56,7 +67,9 @@ export class AdmissionHub {
             type: 'admission',
             op: 'answer',
             id: m.id,
-            answer: a.admitted ? { admitted: true, waitedMs: a.waitedMs } : { admitted: false, reason: a.reason, retryAfterMs: a.retryAfterMs, waitedMs: a.waitedMs },
+            answer: a.admitted
+              ? { admitted: true, waitedMs: a.waitedMs }
+              : { admitted: false, reason: a.reason, retryAfterMs: a.retryAfterMs, waitedMs: a.waitedMs },
           };
           if (!worker.isConnected()) return this.release(worker.id);
           worker.send(answer);
@@ -84,7 +97,10 @@ export class AdmissionHub {
 
   private state(id: number) {
     let w = this.workers.get(id);
-    if (!w) this.workers.set(id, (w = { streams: 0, waiting: new Map(), held: new Map() }));
+    if (!w) {
+      w = { streams: 0, waiting: new Map(), held: new Map() };
+      this.workers.set(id, w);
+    }
     return w;
   }
 }
@@ -111,7 +127,12 @@ export class RemoteAdmission implements RecoveryAdmission {
     const result = new Promise<Admission>((resolve) => this.pending.set(id, resolve));
     if (!this.send({ type: 'admission', op: 'request', id, streams: this.streams.active })) {
       // No primary to ask (it is gone; the worker exits): no recovery.
-      this.answer({ type: 'admission', op: 'answer', id, answer: { admitted: false, reason: 'cancelled', retryAfterMs: 1000, waitedMs: 0 } });
+      this.answer({
+        type: 'admission',
+        op: 'answer',
+        id,
+        answer: { admitted: false, reason: 'cancelled', retryAfterMs: 1000, waitedMs: 0 },
+      });
     }
     return { result, cancel: () => this.pending.has(id) && this.send({ type: 'admission', op: 'cancel', id }) };
   }

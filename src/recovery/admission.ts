@@ -6,7 +6,7 @@
 // timeout instead of being refused; the brake (admission-policy.ts) ends waiting and new recoveries at once
 // when recovery legs keep failing.
 import type { GatewayConfig } from '../config/env';
-import { RecoveryBrake, reprefillLimit, type BrakeSettings, type ReprefillLimits } from './admission-policy';
+import { type BrakeSettings, RecoveryBrake, type ReprefillLimits, reprefillLimit } from './admission-policy';
 
 export type RefusalReason = 'brake-open' | 'queue-timeout' | 'cancelled';
 

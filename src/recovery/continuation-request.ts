@@ -1,23 +1,22 @@
 // Builds the leg2 request body (reference server.py attempt_continuation): the original request plus a
 // final assistant message holding the delivered text, sent as a continuation of that message. Leg2 is a
 // new generation conditioned on what the client already has, not a migration of the replica's state.
-import { isObject } from '../openai/chat';
-import { classifyCase, familyFor, needsThinkingDisabled, type CaseKind } from './prefix-builders';
+import { isObject, type JsonObject } from '../openai/chat';
+import { type CaseKind, classifyCase, familyFor, needsThinkingDisabled } from './prefix-builders';
 import { estimateRecoveredTokens, type RecoveredTokens } from './token-estimate';
 
 export type Leg2Plan =
-  | { kind: 'send'; body: any; recovered: RecoveredTokens; case: CaseKind; budgetFields: string[] }
+  | { kind: 'send'; body: JsonObject; recovered: RecoveredTokens; case: CaseKind; budgetFields: string[] }
   | { kind: 'skip'; reason: 'budget-exhausted' | 'tool-call-seen' | 'no-recoverable-content'; recovered?: RecoveredTokens };
 
 // Same order as the reference: when a client sets both, max_tokens' value is the one reduced.
 const BUDGET_FIELDS = ['max_tokens', 'max_completion_tokens'] as const;
 
-
 // Engines accept an integer or its decimal string (pydantic lax mode); anything else gives NaN.
 const budgetValue = (v: unknown): number => (typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN);
 
 export function planContinuationRequest(
-  original: any,
+  original: JsonObject,
   state: { reasoning: string; content: string; toolCallsSeen: boolean },
   cfg: { continuationModel: string; engine: 'sglang' | 'vllm'; rates: { cjk: number; other: number }; recovered?: RecoveredTokens },
 ): Leg2Plan {
@@ -43,7 +42,7 @@ export function planContinuationRequest(
 
   const prefix = familyFor(cfg.continuationModel).build(state.reasoning, state.content);
   // Shallow copy, as the reference's dict(original): `original` is never mutated, nested values are shared.
-  const body: Record<string, any> = {
+  const body: JsonObject = {
     ...original,
     messages: [...(Array.isArray(original.messages) ? original.messages : []), { role: 'assistant', content: prefix }],
   };

@@ -1,7 +1,7 @@
 // Rewrites one parsed leg2 chunk so the client keeps seeing leg1's stream (reference usage.py
 // rewrite_leg2_line): leg2 is a new request, so the engine gives it a new completion id; it may land on
 // another engine kind that names the reasoning field differently; and its usage must be corrected.
-import { isObject } from '../openai/chat';
+import { isObject, type JsonObject } from '../openai/chat';
 import type { RecoveredTokens } from './token-estimate';
 import { correctUsage } from './usage';
 
@@ -19,9 +19,9 @@ export interface Leg2RewriteOptions {
 const OTHER: Record<ReasoningField, ReasoningField> = { reasoning_content: 'reasoning', reasoning: 'reasoning_content' };
 
 /** Pure: returns a new chunk (copying only what changes); the input is never mutated. */
-export function rewriteLeg2Chunk(chunk: any, opts: Leg2RewriteOptions): any {
+export function rewriteLeg2Chunk(chunk: JsonObject, opts: Leg2RewriteOptions): JsonObject {
   if (!isObject(chunk)) return chunk;
-  const out: Record<string, any> = { ...chunk };
+  const out: JsonObject = { ...chunk };
 
   // Reference: only a chunk that has an id gets leg1's id.
   if (opts.responseId && out.id) out.id = opts.responseId;
@@ -29,7 +29,7 @@ export function rewriteLeg2Chunk(chunk: any, opts: Leg2RewriteOptions): any {
   if (opts.reasoningField && Array.isArray(chunk.choices)) {
     const want = opts.reasoningField;
     const other = OTHER[want];
-    out.choices = chunk.choices.map((choice: any) => {
+    out.choices = chunk.choices.map((choice: JsonObject) => {
       const delta = isObject(choice) ? choice.delta : undefined;
       if (!isObject(delta) || !(other in delta)) return choice;
       const { [other]: value, ...rest } = delta;
@@ -51,11 +51,11 @@ const empty = (v: unknown): boolean => v == null || v === '' || (Array.isArray(v
  * already got leg1's, so the caller drops it. Anything carrying data is never role-only (dropping must
  * never lose text).
  */
-export function isRoleOnlyChunk(chunk: any): boolean {
+export function isRoleOnlyChunk(chunk: unknown): boolean {
   if (!isObject(chunk) || !empty(chunk.usage)) return false;
   const choices = chunk.choices;
   if (!Array.isArray(choices) || choices.length === 0) return false;
-  return choices.every((c: any) => {
+  return choices.every((c: JsonObject) => {
     if (!isObject(c) || !empty(c.finish_reason) || !empty(c.logprobs)) return false;
     const d = c.delta;
     if (!isObject(d) || empty(d.role)) return false;

@@ -1,7 +1,7 @@
 // Token counts by character estimation, as the reference gateway's usage.py: no /v1/tokenize call (not
 // every engine supports it with messages, and a second dependency on the downstream would be a new way to
 // fail). Billing here is addition-only and accepts a small deviation.
-import { isObject } from '../openai/chat';
+import { isObject, type JsonObject } from '../openai/chat';
 
 // CJK ranges of the reference (_CJK_RE): kana, CJK ext. A, CJK unified, Hangul syllables, CJK compat.
 // CJK characters encode far denser in BPE vocabularies, so they are counted with their own rate.
@@ -16,12 +16,14 @@ export function estimateTokens(text: string, cjkCharsPerToken: number, otherChar
   return Math.ceil(cjk / cjkCharsPerToken + (codePoints - cjk) / otherCharsPerToken);
 }
 
-
 // Python's json.dumps(value, ensure_ascii=False) spelling (", " and ": " separators), so the tools schema
 // weighs the same number of characters as in the reference.
 function pyJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(pyJson).join(', ')}]`;
-  if (isObject(v)) return `{${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}: ${pyJson(x)}`).join(', ')}}`;
+  if (isObject(v))
+    return `{${Object.entries(v)
+      .map(([k, x]) => `${JSON.stringify(k)}: ${pyJson(x)}`)
+      .join(', ')}}`;
   return JSON.stringify(v) ?? 'null';
 }
 
@@ -52,7 +54,7 @@ export function messageText(message: unknown): string {
 }
 
 /** All prompt text of a request (reference _prompt_text): every message, plus the tools schema when set. */
-export function promptText(payload: any): string {
+export function promptText(payload: JsonObject): string {
   const messages: unknown[] = Array.isArray(payload?.messages) ? payload.messages : [];
   const texts = messages.map(messageText);
   const tools = payload?.tools;
@@ -66,7 +68,7 @@ export function promptText(payload: any): string {
  * _has_multimodal_content). Such prompts cannot be estimated from characters, which switches the usage
  * formula to a subtraction from leg2's real prompt_tokens, and puts vLLM requests out of scope.
  */
-export function hasMultimodalContent(payload: any): boolean {
+export function hasMultimodalContent(payload: JsonObject): boolean {
   const messages: unknown[] = Array.isArray(payload?.messages) ? payload.messages : [];
   return messages.some(
     (m) => isObject(m) && Array.isArray(m.content) && m.content.some((p: unknown) => isObject(p) && p.type != null && p.type !== 'text'),
@@ -109,7 +111,12 @@ export interface RecoveredTokens {
 }
 
 /** Reference estimate_recovered_tokens: the original prompt, and the reasoning/content delivered by leg1. */
-export function estimateRecoveredTokens(payload: any, reasoning: string, content: string, rates: { cjk: number; other: number }): RecoveredTokens {
+export function estimateRecoveredTokens(
+  payload: JsonObject,
+  reasoning: string,
+  content: string,
+  rates: { cjk: number; other: number },
+): RecoveredTokens {
   const est = (t: string) => estimateTokens(t, rates.cjk, rates.other);
   const reasoningTokens = est(reasoning);
   const contentTokens = est(content);

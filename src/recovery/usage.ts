@@ -18,7 +18,7 @@
 // estimate (the reference saw ~12 estimated for a 60k-token image prompt), so leg2's real count is used
 // minus the estimate of the prefix it contains. cached_tokens was measured against leg2's larger prompt;
 // it is kept strictly below prompt_tokens so the bill never shows a fully cached (or over-cached) prompt.
-import { isObject } from '../openai/chat';
+import { isObject, type JsonObject } from '../openai/chat';
 import type { RecoveredTokens } from './token-estimate';
 
 const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
@@ -28,7 +28,7 @@ const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v)
  * key leg2 reported is kept as is: the client should see the shape its engine emits (vLLM's
  * completion_tokens_details, prompt_tokens_details: null, ...), only with corrected numbers.
  */
-export function correctUsage(usage: any, recovered: RecoveredTokens, multimodal: boolean): any {
+export function correctUsage(usage: JsonObject, recovered: RecoveredTokens, multimodal: boolean): JsonObject {
   const leg2 = isObject(usage) ? usage : {};
   const fromLeg2 = recovered.prefixTokens !== undefined && (multimodal || recovered.accounting?.prompt === 'leg2-minus-prefix');
   const promptTokens = fromLeg2
@@ -37,7 +37,7 @@ export function correctUsage(usage: any, recovered: RecoveredTokens, multimodal:
       ? Math.max(0, num(leg2.prompt_tokens) - recovered.totalRecovered)
       : recovered.promptTokens;
   const completionTokens = num(leg2.completion_tokens) + recovered.totalRecovered;
-  const out: Record<string, any> = {
+  const out: JsonObject = {
     ...leg2,
     prompt_tokens: promptTokens,
     completion_tokens: completionTokens,

@@ -76,7 +76,7 @@ export function clientResponseHeaders(upstream: Record<string, string | string[]
  */
 export function isRouterTierUnreachable(upstream: Record<string, string | string[] | undefined>): boolean {
   const raw = upstream[UPSTREAM_FLAGS_HEADER];
-  const flags = (Array.isArray(raw) ? raw.join(',') : raw ?? '').split(/[,\s]+/);
+  const flags = (Array.isArray(raw) ? raw.join(',') : (raw ?? '')).split(/[,\s]+/);
   // URX alone (retry limit exceeded) also marks a router that answered 503 on every try: that 503 is the
   // router's own answer and passes through; only a failure to reach any host counts as unreachable.
   return flags.some((f) => ['UF', 'UH', 'UO', 'NC'].includes(f));
@@ -89,6 +89,6 @@ export function isRouterTierUnreachable(upstream: Record<string, string | string
  */
 export function isResetBeforeHeaders(upstream: Record<string, string | string[] | undefined>): boolean {
   const raw = upstream[UPSTREAM_FLAGS_HEADER];
-  const flags = (Array.isArray(raw) ? raw.join(',') : raw ?? '').split(/[,\s]+/);
+  const flags = (Array.isArray(raw) ? raw.join(',') : (raw ?? '')).split(/[,\s]+/);
   return flags.some((f) => ['UC', 'UR', 'LR'].includes(f));
 }

@@ -1,8 +1,9 @@
 // Decides from the raw request body whether a chat request gets continuation coverage (reference
 // server.py should_intervene). Out of scope means: forwarded untouched, exactly as without the gateway.
 // When in doubt, out of scope: a wrong "no" costs one unrecovered crash, a wrong "yes" can break a stream.
-import type { ChatRequest } from '../openai/chat';
+
 import { z } from 'zod';
+import type { ChatRequest, JsonObject } from '../openai/chat';
 import { hasMultimodalContent } from '../recovery/token-estimate';
 
 export type ScopeSkipReason =
@@ -22,7 +23,7 @@ export type ScopeDecision =
 
 // Validation only: the result is discarded and the parsed payload is what we keep, so nothing the client
 // sent can be stripped. Loose objects accept every unknown key.
-const ChatRequest = z.looseObject({
+const ChatRequestShape = z.looseObject({
   messages: z.array(z.looseObject({ role: z.string().min(1) })).min(1),
 });
 
@@ -31,28 +32,41 @@ const ChatRequest = z.looseObject({
 // resume a constrained document part-way (DESIGN: "Neither engine can continue a JSON document ... part-way").
 const STRUCTURED_FORMATS = new Set(['json_object', 'json_schema', 'structural_tag']);
 const CONSTRAINT_FIELDS = [
-  'guided_json', 'guided_regex', 'guided_choice', 'guided_grammar', 'structured_outputs', // vLLM
-  'regex', 'ebnf', 'json_schema', 'structural_tag', // SGLang
+  'guided_json',
+  'guided_regex',
+  'guided_choice',
+  'guided_grammar',
+  'structured_outputs', // vLLM
+  'regex',
+  'ebnf',
+  'json_schema',
+  'structural_tag', // SGLang
 ];
 
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
-const skip = (reason: ScopeSkipReason, detail?: string): ScopeDecision => (detail === undefined ? { inScope: false, reason } : { inScope: false, reason, detail });
+const skip = (reason: ScopeSkipReason, detail?: string): ScopeDecision =>
+  detail === undefined ? { inScope: false, reason } : { inScope: false, reason, detail };
 
 export function decideScope(
   raw: Buffer,
-  cfg: { continuationModel: string | undefined; engine: 'sglang' | 'vllm'; maxContinuationBodyBytes: number; bufferStructuredOutput?: boolean },
+  cfg: {
+    continuationModel: string | undefined;
+    engine: 'sglang' | 'vllm';
+    maxContinuationBodyBytes: number;
+    bufferStructuredOutput?: boolean;
+  },
 ): ScopeDecision {
   // Invalid JSON (or invalid UTF-8, or a BOM, which Python's json.loads also rejects): the engine answers
   // the client's mistake, never us.
-  let payload: any;
+  let payload: JsonObject;
   try {
     payload = JSON.parse(decoder.decode(raw));
   } catch (e) {
     // Never the parser's message: V8 quotes the offending input, i.e. the client's prompt text.
     return skip('not-json', e instanceof SyntaxError ? 'invalid JSON or UTF-8' : 'unparseable body');
   }
-  const shape = ChatRequest.safeParse(payload);
+  const shape = ChatRequestShape.safeParse(payload);
   if (!shape.success) return skip('not-chat-request', shape.error.issues[0]?.message);
 
   // The reference's order from here on (315b01d-era should_intervene), then the vLLM multimodal rule.
@@ -67,7 +81,9 @@ export function decideScope(
   if (payload.n != null && payload.n !== 1) return skip('multiple-choices', `n=${String(payload.n)}`);
   const rf = payload.response_format;
   const structuredBy =
-    rf !== null && typeof rf === 'object' && STRUCTURED_FORMATS.has(rf.type) ? `response_format.type=${rf.type}` : CONSTRAINT_FIELDS.find((f) => payload[f] != null);
+    rf !== null && typeof rf === 'object' && STRUCTURED_FORMATS.has(rf.type)
+      ? `response_format.type=${rf.type}`
+      : CONSTRAINT_FIELDS.find((f) => payload[f] != null);
   // BUFFER_STRUCTURED_OUTPUT: the document is held until it is complete, so a failure is re-run whole
   // instead of continued; without it, structured output is not ours to touch.
   if (structuredBy && !cfg.bufferStructuredOutput) return skip('structured-output', structuredBy);
@@ -81,5 +97,6 @@ export function decideScope(
   // through each model's own template).
   if (cfg.engine === 'vllm' && multimodal) return skip('vllm-multimodal');
 
-  return { inScope: true, payload, multimodal, bodyBytes: raw.length, structured: structuredBy !== undefined };
+  // Validated above: an object with a non-empty messages array.
+  return { inScope: true, payload: payload as ChatRequest, multimodal, bodyBytes: raw.length, structured: structuredBy !== undefined };
 }

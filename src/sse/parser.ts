@@ -96,7 +96,14 @@ export class SseParser {
     this.sawField = true;
     if (buf[start] === 0x3a /* ':' */) return false;
     // Fast path for the line every chunk has: decode only the value of `data:` / `data: `.
-    if (end - start > 4 && buf[start] === 0x64 && buf[start + 1] === 0x61 && buf[start + 2] === 0x74 && buf[start + 3] === 0x61 && buf[start + 4] === 0x3a) {
+    if (
+      end - start > 4 &&
+      buf[start] === 0x64 &&
+      buf[start + 1] === 0x61 &&
+      buf[start + 2] === 0x74 &&
+      buf[start + 3] === 0x61 &&
+      buf[start + 4] === 0x3a
+    ) {
       let v = start + 5;
       if (v < end && buf[v] === 0x20) v++;
       this.dataLines.push(buf.toString('utf8', v, end));

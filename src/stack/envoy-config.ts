@@ -18,9 +18,9 @@ import * as path from 'node:path';
 import {
   CHAT_CLUSTER,
   CHAT_LISTENER,
+  chatCluster,
   DEFAULT_MAX_HEAP_BYTES,
   FRONT_CONNECTION_BUFFER_BYTES,
-  chatCluster,
   internalListenerExtension,
   overloadManager,
 } from './envoy-memory';
@@ -116,7 +116,9 @@ export const UPSTREAM_HOST_HEADER = 'x-gateway-upstream-host';
 export const AVOID_HOST_HEADER = 'x-gateway-avoid-host';
 /** Request header the front listener sets to the client's own x-request-id (absent when Envoy generated it). */
 export { CLIENT_REQUEST_ID_HEADER } from '../openai/tool-call-ids';
+
 import { CLIENT_REQUEST_ID_HEADER } from '../openai/tool-call-ids';
+
 /** The `envoy.lb` metadata key listing, on each replica, the names it stands in for. */
 const AVOID_KEY = 'serves_when_avoiding';
 /** The `envoy.lb` metadata key of a replica's model revision (UpstreamHost.revision). */
@@ -124,7 +126,7 @@ const REVISION_KEY = 'model_revision';
 /** The request header a continuation names leg 1's revision with (the sidecar's MODEL_REVISION_HEADER default). */
 export const DEFAULT_MODEL_REVISION_HEADER = 'x-model-revision';
 export const CHAT_PATH = '/v1/chat/completions';
-export { CHAT_LISTENER, CHAT_CLUSTER } from './envoy-memory';
+export { CHAT_CLUSTER, CHAT_LISTENER } from './envoy-memory';
 
 const T = {
   hcm: 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
@@ -161,7 +163,8 @@ function checkTier(name: string, tier: UpstreamHost[] | undefined): asserts tier
     checkPort(`${name}[${i}].port`, h.port);
   });
   const withRevision = tier.filter((h) => h.revision !== undefined).length;
-  if (withRevision !== 0 && withRevision !== tier.length) throw new Error(`renderEnvoyConfig: ${name}: give every replica a revision, or none`);
+  if (withRevision !== 0 && withRevision !== tier.length)
+    throw new Error(`renderEnvoyConfig: ${name}: give every replica a revision, or none`);
 }
 
 /**
@@ -228,9 +231,7 @@ function routerCluster(name: string, tier: UpstreamHost[], connectTimeoutSeconds
     // connects take their timeout (docs/envoy.md (h)). Attempts against a failing pool are bounded by the
     // sidecar instead (its admission and brake, and num_retries per leg).
     circuit_breakers: {
-      thresholds: [
-        { priority: 'DEFAULT', max_connections: 10000, max_pending_requests: 10000, max_requests: 10000, max_retries: 10000 },
-      ],
+      thresholds: [{ priority: 'DEFAULT', max_connections: 10000, max_pending_requests: 10000, max_requests: 10000, max_retries: 10000 }],
     },
     ...avoidHostSubsets(tier),
     // Passive health: a replica that keeps answering 5xx (or refusing connections, which counts as a gateway
@@ -286,7 +287,9 @@ function replicaMetadata(tier: UpstreamHost[], h: UpstreamHost): object {
  */
 function avoidHostSubsets(tier: UpstreamHost[]): object {
   if (tier.length < 2) return {};
-  const selectors = hasRevisions(tier) ? [{ keys: [AVOID_KEY, REVISION_KEY] }, { keys: [REVISION_KEY] }, { keys: [AVOID_KEY] }] : [{ keys: [AVOID_KEY] }];
+  const selectors = hasRevisions(tier)
+    ? [{ keys: [AVOID_KEY, REVISION_KEY] }, { keys: [REVISION_KEY] }, { keys: [AVOID_KEY] }]
+    : [{ keys: [AVOID_KEY] }];
   return { lb_subset_config: { fallback_policy: 'ANY_ENDPOINT', list_as_any: true, subset_selectors: selectors } };
 }
 
@@ -346,9 +349,7 @@ function extProcCluster(o: EnvoyConfigOptions): object {
     // Every client chat stream is one gRPC stream to the sidecar; Envoy's default of 1024 concurrent requests
     // would turn stream 1025 into an ext_proc failure.
     circuit_breakers: {
-      thresholds: [
-        { priority: 'DEFAULT', max_connections: 10000, max_pending_requests: 10000, max_requests: 10000, max_retries: 3 },
-      ],
+      thresholds: [{ priority: 'DEFAULT', max_connections: 10000, max_pending_requests: 10000, max_requests: 10000, max_retries: 3 }],
     },
     load_assignment: {
       cluster_name: EXT_PROC_CLUSTER,
@@ -386,7 +387,14 @@ function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
                   name: 'client-request-id',
                   typed_config: {
                     '@type': T.earlyHeaderMutation,
-                    mutations: [{ append: { header: { key: CLIENT_REQUEST_ID_HEADER, value: '%REQ(x-request-id)%' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' } }],
+                    mutations: [
+                      {
+                        append: {
+                          header: { key: CLIENT_REQUEST_ID_HEADER, value: '%REQ(x-request-id)%' },
+                          append_action: 'OVERWRITE_IF_EXISTS_OR_ADD',
+                        },
+                      },
+                    ],
                   },
                 },
               ],
@@ -491,7 +499,13 @@ function chatListener(idleTimeout: string): object {
                   {
                     name: 'all',
                     domains: ['*'],
-                    routes: [{ name: 'chat', match: { prefix: '/' }, route: { cluster: ROUTER_CLUSTER, timeout: '0s', idle_timeout: idleTimeout } }],
+                    routes: [
+                      {
+                        name: 'chat',
+                        match: { prefix: '/' },
+                        route: { cluster: ROUTER_CLUSTER, timeout: '0s', idle_timeout: idleTimeout },
+                      },
+                    ],
                   },
                 ],
               },
@@ -506,7 +520,14 @@ function chatListener(idleTimeout: string): object {
 
 /** An egress listener: the sidecar's legs go through it to a router-tier cluster. */
 /** `revisionHeader`: when the cluster's replicas carry revisions, the request header that asks for one. */
-function egressListener(name: string, port: number, cluster: string, idleTimeout: string, retryBufferLimitBytes: number, revisionHeader?: string): object {
+function egressListener(
+  name: string,
+  port: number,
+  cluster: string,
+  idleTimeout: string,
+  retryBufferLimitBytes: number,
+  revisionHeader?: string,
+): object {
   return {
     name,
     // Loopback only: this listener has no ext_proc filter and trusts its caller (the sidecar).
@@ -597,9 +618,20 @@ function egressListener(name: string, port: number, cluster: string, idleTimeout
                   typed_config: {
                     '@type': T.headerToMetadata,
                     request_rules: [
-                      { header: AVOID_HOST_HEADER, remove: true, on_header_present: { metadata_namespace: 'envoy.lb', key: AVOID_KEY, type: 'STRING' } },
+                      {
+                        header: AVOID_HOST_HEADER,
+                        remove: true,
+                        on_header_present: { metadata_namespace: 'envoy.lb', key: AVOID_KEY, type: 'STRING' },
+                      },
                       // Kept on the request: a router tier behind may route by it too.
-                      ...(revisionHeader ? [{ header: revisionHeader, on_header_present: { metadata_namespace: 'envoy.lb', key: REVISION_KEY, type: 'STRING' } }] : []),
+                      ...(revisionHeader
+                        ? [
+                            {
+                              header: revisionHeader,
+                              on_header_present: { metadata_namespace: 'envoy.lb', key: REVISION_KEY, type: 'STRING' },
+                            },
+                          ]
+                        : []),
                     ],
                   },
                 },
@@ -643,16 +675,31 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
   const idleTimeout = secs(idleSeconds);
 
   const retryBuffer = o.retryBufferLimitBytes ?? 16 * 1024 * 1024;
-  if (!Number.isInteger(retryBuffer) || retryBuffer <= 0) throw new Error(`renderEnvoyConfig: retryBufferLimitBytes must be a positive integer`);
+  if (!Number.isInteger(retryBuffer) || retryBuffer <= 0)
+    throw new Error(`renderEnvoyConfig: retryBufferLimitBytes must be a positive integer`);
   const listeners: object[] = [
     frontListener(o, idleTimeout),
     chatListener(idleTimeout),
-    egressListener('egress', o.egressPort, ROUTER_CLUSTER, idleTimeout, retryBuffer, hasRevisions(o.routerTier) ? o.modelRevisionHeader ?? DEFAULT_MODEL_REVISION_HEADER : undefined),
+    egressListener(
+      'egress',
+      o.egressPort,
+      ROUTER_CLUSTER,
+      idleTimeout,
+      retryBuffer,
+      hasRevisions(o.routerTier) ? (o.modelRevisionHeader ?? DEFAULT_MODEL_REVISION_HEADER) : undefined,
+    ),
   ];
   const clusters: object[] = [routerCluster(ROUTER_CLUSTER, o.routerTier, o.routerConnectTimeoutSeconds ?? 5)];
   if (withContinuation) {
     listeners.push(
-      egressListener('continuation_egress', o.continuationEgressPort as number, CONTINUATION_CLUSTER, idleTimeout, retryBuffer, hasRevisions(o.continuationTier) ? o.modelRevisionHeader ?? DEFAULT_MODEL_REVISION_HEADER : undefined),
+      egressListener(
+        'continuation_egress',
+        o.continuationEgressPort as number,
+        CONTINUATION_CLUSTER,
+        idleTimeout,
+        retryBuffer,
+        hasRevisions(o.continuationTier) ? (o.modelRevisionHeader ?? DEFAULT_MODEL_REVISION_HEADER) : undefined,
+      ),
     );
     clusters.push(routerCluster(CONTINUATION_CLUSTER, o.continuationTier as UpstreamHost[], o.routerConnectTimeoutSeconds ?? 5));
   }

@@ -5,10 +5,10 @@ import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { ensureEnvoy } from './envoy-binary';
-import { writeEnvoyConfig, EXT_PROC_CLUSTER, type EnvoyConfigOptions } from './envoy-config';
-import { describeExit, logTail, spawnManaged, type ChildExit } from './managed-child';
+import { type EnvoyConfigOptions, EXT_PROC_CLUSTER, writeEnvoyConfig } from './envoy-config';
+import { type ChildExit, describeExit, logTail, spawnManaged } from './managed-child';
 
-export { describeExit, logTail, spawnManaged, type ChildExit, type ManagedChild, type SpawnManagedOptions } from './managed-child';
+export { type ChildExit, describeExit, logTail, type ManagedChild, type SpawnManagedOptions, spawnManaged } from './managed-child';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Admin API helpers

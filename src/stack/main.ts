@@ -18,7 +18,7 @@ import * as net from 'node:net';
 import * as path from 'node:path';
 import { ensureEnvoy } from './envoy-binary';
 import type { UpstreamHost } from './envoy-config';
-import { describeExit, spawnManaged, startEnvoy, type ManagedChild, type RunningEnvoy } from './envoy-process';
+import { describeExit, type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from './envoy-process';
 import { freePort } from './ports';
 
 const say = (line: string): void => {
@@ -32,7 +32,9 @@ function envNumber(env: NodeJS.ProcessEnv, name: string, def: number, opts: { in
   if (raw === undefined || raw.trim() === '') return def;
   const n = Number(raw);
   if (!Number.isFinite(n) || (opts.int && !Number.isInteger(n)) || (opts.min !== undefined && n < opts.min)) {
-    throw new StackError(`${name} must be ${opts.int ? 'an integer' : 'a number'}${opts.min !== undefined ? ` >= ${opts.min}` : ''}, got ${JSON.stringify(raw)}`);
+    throw new StackError(
+      `${name} must be ${opts.int ? 'an integer' : 'a number'}${opts.min !== undefined ? ` >= ${opts.min}` : ''}, got ${JSON.stringify(raw)}`,
+    );
   }
   return n;
 }
@@ -40,7 +42,10 @@ function envNumber(env: NodeJS.ProcessEnv, name: string, def: number, opts: { in
 /** Parses DOWNSTREAM_URL / CONTINUATION_URL: `http://host:port[,http://host2:port2...]`. */
 export function parseTierUrls(name: string, value: string): UpstreamHost[] {
   const hosts: UpstreamHost[] = [];
-  for (const raw of value.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const raw of value
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     let u: URL;
     try {
       u = new URL(raw);
@@ -96,10 +101,7 @@ async function main(): Promise<number> {
   const continuationTier = userContinuation ? parseTierUrls('CONTINUATION_URL', userContinuation) : undefined;
   let routerTier = userDownstream ? parseTierUrls('DOWNSTREAM_URL', userDownstream) : undefined;
 
-  for (const [what, file] of [
-    ['sidecar', sidecarMain],
-    ...(routerTier ? [] : [['fake engine', fakeEngineMain]]),
-  ] as const) {
+  for (const [what, file] of [['sidecar', sidecarMain], ...(routerTier ? [] : [['fake engine', fakeEngineMain]])] as const) {
     if (!fs.existsSync(file)) throw new StackError(`${what} entry point ${file} not found: run \`npm run build\` first`);
   }
 
@@ -139,7 +141,13 @@ async function main(): Promise<number> {
       say(`${sig} again: exiting now (children get SIGKILL)`);
       process.exit(130);
     }
-    shutdown(0, sig === 'SIGINT' ? 'SIGINT: stopping everything now' : `${sig}: stopping (the sidecar drains first, ${drainTimeoutMs / 1000} s at most)`, sig === 'SIGINT');
+    shutdown(
+      0,
+      sig === 'SIGINT'
+        ? 'SIGINT: stopping everything now'
+        : `${sig}: stopping (the sidecar drains first, ${drainTimeoutMs / 1000} s at most)`,
+      sig === 'SIGINT',
+    );
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -148,15 +156,24 @@ async function main(): Promise<number> {
   process.stdout.on('error', () => undefined);
   process.stderr.on('error', () => undefined);
 
-  const prefixed = (name: string) => (line: string): void => {
-    process.stderr.write(`[${name}] ${line}\n`);
-  };
-  const spawnNode = (name: string, script: string, args: string[], childEnv: NodeJS.ProcessEnv, critical = true, stopGraceMs?: number): ManagedChild => {
+  const prefixed =
+    (name: string) =>
+    (line: string): void => {
+      process.stderr.write(`[${name}] ${line}\n`);
+    };
+  const spawnNode = (
+    name: string,
+    script: string,
+    args: string[],
+    childEnv: NodeJS.ProcessEnv,
+    critical = true,
+    stopGraceMs?: number,
+  ): ManagedChild => {
     const c = spawnManaged(process.execPath, [script, ...args], { name, env: childEnv, onLine: prefixed(name), stopGraceMs });
     st.children.push(c);
     if (critical) watch(name, c.exited);
+    // A demo replica is meant to be killed (that is what the demo shows): the stack keeps running.
     else
-      // A demo replica is meant to be killed (that is what the demo shows): the stack keeps running.
       void c.exited.then((info) => {
         if (!shuttingDown) say(`${name} exited (${describeExit(info)}); the other replica keeps serving; restart the demo to get it back`);
       });
@@ -182,19 +199,29 @@ async function main(): Promise<number> {
       const dialect = (env.CONTINUATION_ENGINE?.trim().toLowerCase() || 'sglang') === 'vllm' ? 'vllm' : 'sglang';
       if (!env.CONTINUATION_MODEL?.trim()) {
         sidecarEnv.CONTINUATION_MODEL = 'generic-demo';
-        say('demo: CONTINUATION_MODEL was unset, using CONTINUATION_MODEL=generic-demo (the fake engines\' family)');
+        say("demo: CONTINUATION_MODEL was unset, using CONTINUATION_MODEL=generic-demo (the fake engines' family)");
       }
       engines = await Promise.all(
         ['replica-a', 'replica-b'].map(async (name) => {
           const port = await freePort();
-          const c = spawnNode(name, fakeEngineMain, ['--port', String(port), '--name', name, '--dialect', dialect, '--family', 'generic', '--token-ms', '40'], env, false);
-          const m = await guard(c.waitForLine(new RegExp(`^FAKE_ENGINE ${name} listening (http://\\S+)`), startTimeoutMs, 'its FAKE_ENGINE line'));
+          const c = spawnNode(
+            name,
+            fakeEngineMain,
+            ['--port', String(port), '--name', name, '--dialect', dialect, '--family', 'generic', '--token-ms', '40'],
+            env,
+            false,
+          );
+          const m = await guard(
+            c.waitForLine(new RegExp(`^FAKE_ENGINE ${name} listening (http://\\S+)`), startTimeoutMs, 'its FAKE_ENGINE line'),
+          );
           const u = new URL(m[1]);
           return { host: u.hostname, port: Number(u.port), pid: c.pid, name };
         }),
       );
       routerTier = engines.map(({ host, port }) => ({ host, port }));
-      say(`demo: fake engines ${engines.map((e) => `${e.name} ${e.host}:${e.port} (pid ${e.pid})`).join(', ')} (dialect ${dialect}); kill -9 a pid mid-answer to watch the recovery`);
+      say(
+        `demo: fake engines ${engines.map((e) => `${e.name} ${e.host}:${e.port} (pid ${e.pid})`).join(', ')} (dialect ${dialect}); kill -9 a pid mid-answer to watch the recovery`,
+      );
     }
 
     // 2. Ports for Envoy, then the sidecar (it must know the egress URL before Envoy starts). Envoy's are
@@ -210,12 +237,15 @@ async function main(): Promise<number> {
     else delete sidecarEnv.CONTINUATION_URL;
     // Its drain deadline, then its own hard exit (+5 s, src/main.ts), then SIGKILL to its process group.
     const sidecar = spawnNode('sidecar', sidecarMain, [], sidecarEnv, true, drainTimeoutMs + 7000);
-    const sm = await guard(sidecar.waitForLine(/^SIDECAR listening (\d+)(?: admin (-?\d+))?/, startTimeoutMs, 'its `SIDECAR listening <port>` line'));
+    const sm = await guard(
+      sidecar.waitForLine(/^SIDECAR listening (\d+)(?: admin (-?\d+))?/, startTimeoutMs, 'its `SIDECAR listening <port>` line'),
+    );
     const extProcPort = Number(sm[1]);
     const sidecarAdminPort = sm[2] !== undefined ? Number(sm[2]) : undefined;
     const sidecarHost = env.HOST?.trim();
     // The sidecar binds HOST (default 127.0.0.1); Envoy reaches a wildcard bind through loopback.
-    const extProcHost = sidecarHost && net.isIP(sidecarHost) && sidecarHost !== '0.0.0.0' && sidecarHost !== '::' ? sidecarHost : '127.0.0.1';
+    const extProcHost =
+      sidecarHost && net.isIP(sidecarHost) && sidecarHost !== '0.0.0.0' && sidecarHost !== '::' ? sidecarHost : '127.0.0.1';
 
     // 3. Envoy.
     const envoyStart = startEnvoy({

@@ -10,7 +10,7 @@
 //    returns, and the watchdog sends the group SIGTERM, then SIGKILL after 2 s. Envoy cannot watch its parent,
 //    and a Node child busy in a synchronous loop could not either; a separate process can.
 //  - when a child exits, what is left of its group (a worker whose primary was killed) is SIGKILLed.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 
 const LOG_KEEP_BYTES = 200 * 1024;
 const STOP_GRACE_MS = 3000;
@@ -135,13 +135,15 @@ export function spawnManaged(command: string, args: string[], opts: SpawnManaged
     opts.onLine?.(line, stream);
     for (const l of lineListeners) l(line);
   };
-  const onData = (stream: 'stdout' | 'stderr') => (buf: Buffer): void => {
-    const text = buf.toString('utf8');
-    record(text);
-    const lines = (partial[stream] + text).split('\n');
-    partial[stream] = lines.pop() as string;
-    for (const line of lines) emitLine(line.replace(/\r$/, ''), stream);
-  };
+  const onData =
+    (stream: 'stdout' | 'stderr') =>
+    (buf: Buffer): void => {
+      const text = buf.toString('utf8');
+      record(text);
+      const lines = (partial[stream] + text).split('\n');
+      partial[stream] = lines.pop() as string;
+      for (const line of lines) emitLine(line.replace(/\r$/, ''), stream);
+    };
   child.stdout?.on('data', onData('stdout'));
   child.stderr?.on('data', onData('stderr'));
 
@@ -233,7 +235,10 @@ export function spawnManaged(command: string, args: string[], opts: SpawnManaged
     },
     stop(signal: NodeJS.Signals = 'SIGTERM') {
       if (stopping) return stopping;
-      if (exitInfo) return (stopping = Promise.resolve(exitInfo));
+      if (exitInfo) {
+        stopping = Promise.resolve(exitInfo);
+        return stopping;
+      }
       stopping = new Promise<ChildExit>((resolve) => {
         const killTimer = setTimeout(() => killGroup(child, 'SIGKILL'), opts.stopGraceMs ?? STOP_GRACE_MS);
         void exited.then((info) => {

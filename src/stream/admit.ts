@@ -2,9 +2,10 @@
 // limit first, then the authority's answer, waiting for it if needed. While a committed stream waits, it gets
 // SSE comments (clients ignore them) so that nothing between the client and us takes the silence for a dead
 // connection. Logs and counts every refusal with the phase only the request knows.
+
+import type { Logger } from '../obs/logger';
 import type { RefusalReason, ReprefillSlot } from '../recovery/admission';
 import { reprefillTooCostly } from '../recovery/planner';
-import type { Logger } from '../obs/logger';
 import type { GatewayContext } from './context';
 import type { Delivery } from './delivery';
 
@@ -22,7 +23,12 @@ export interface AdmissionRequester {
 
 export type AdmitResult = { slot: ReprefillSlot } | { reason: RefusalReason | 'too-costly'; retryAfterMs?: number };
 
-export async function admitRecovery(r: AdmissionRequester, promptTokens: number, deliveredTokens: number, onWait: (cancel: () => void) => void): Promise<AdmitResult> {
+export async function admitRecovery(
+  r: AdmissionRequester,
+  promptTokens: number,
+  deliveredTokens: number,
+  onWait: (cancel: () => void) => void,
+): Promise<AdmitResult> {
   const phase = r.delivery.committed ? 'decode' : 'prefill';
   const refused = (reason: RefusalReason | 'too-costly', extra: Record<string, unknown>) => {
     r.ctx.metrics.recoveryRefused(reason, phase);
@@ -46,6 +52,7 @@ export async function admitRecovery(r: AdmissionRequester, promptTokens: number,
     a.slot.settle('neutral');
     return { reason: 'cancelled' };
   }
-  if (a.waitedMs > 0) r.log.info({ decision: 'RECOVERY_ADMITTED', phase, waited_ms: a.waitedMs }, 'recovery admitted after waiting for a re-prefill slot');
+  if (a.waitedMs > 0)
+    r.log.info({ decision: 'RECOVERY_ADMITTED', phase, waited_ms: a.waitedMs }, 'recovery admitted after waiting for a re-prefill slot');
   return { slot: a.slot };
 }

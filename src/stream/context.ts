@@ -1,11 +1,11 @@
 // What every request shares inside one sidecar process: frozen config, the upstream client, recovery
 // admission, the stream count, the logger, the metrics and the drain flag.
 import type { GatewayConfig } from '../config/env';
-import type { ChatRequest } from '../openai/chat';
 import type { Logger } from '../obs/logger';
+import type { Metrics } from '../obs/metrics';
+import type { ChatRequest } from '../openai/chat';
 import type { RecoveryAdmission } from '../recovery/admission';
 import type { UpstreamClient } from '../upstream/client';
-import type { Metrics } from '../obs/metrics';
 
 export interface GatewayContext {
   readonly config: GatewayConfig;

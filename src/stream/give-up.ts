@@ -3,7 +3,7 @@
 // and then a reset; the engine's own answers (its last 503, an in-band error event) pass through unchanged,
 // unless admission refused the retry (then the 503 is the gateway's, saying why). After the commit point it
 // is the interruption event: never a silent truncation.
-import { clientErrorBody, clientErrorHeaders, type ClientErrorCode } from '../errors';
+import { type ClientErrorCode, clientErrorBody, clientErrorHeaders } from '../errors';
 import { DONE_EVENT, interruptionEvent } from '../recovery/interruption';
 import { estimateTokens } from '../recovery/token-estimate';
 import type { LegFailure, LegOutcome } from './leg-loop';
@@ -24,13 +24,18 @@ export async function answerError(
 /** A failure before the first delta that will not be re-run (`reason`: why not). */
 export async function passFailureThrough(r: OriginatedResponse, out: LegFailure, reason: string, retryAfterMs = 1000): Promise<void> {
   r.setOutcome('failed-before-first-delta', `${out.failure}:${reason}`);
-  r.log.warn({ decision: 'PASSTHROUGH_FAILURE', failure: out.failure, detail: out.detail, reason }, 'failure before the first delta passed through');
+  r.log.warn(
+    { decision: 'PASSTHROUGH_FAILURE', failure: out.failure, detail: out.detail, reason },
+    'failure before the first delta passed through',
+  );
   const refused = reason.startsWith('recovery-');
   if (r.req.structured && r.attemptHadHeaders) {
     // Held structured output is never released incomplete: one valid document or the error.
     r.move('answered');
     r.delivery.discardHeldBody();
-    await r.delivery.end(interruptionEvent({ requestId: r.requestId, deliveredOutputTokens: 0, reason: `${out.failure}:${reason}`, partialOutput: false }));
+    await r.delivery.end(
+      interruptionEvent({ requestId: r.requestId, deliveredOutputTokens: 0, reason: `${out.failure}:${reason}`, partialOutput: false }),
+    );
     return;
   }
   if (out.engineAnswer && !refused) {
@@ -44,7 +49,11 @@ export async function passFailureThrough(r: OriginatedResponse, out: LegFailure,
     return;
   }
   const timeout = out.failure === 'headers-timeout' || out.failure === 'first-delta-timeout';
-  const [status, code]: [number, ClientErrorCode] = refused ? [503, 'recovery_unavailable'] : timeout ? [504, 'upstream_timeout'] : [502, 'upstream_failed'];
+  const [status, code]: [number, ClientErrorCode] = refused
+    ? [503, 'recovery_unavailable']
+    : timeout
+      ? [504, 'upstream_timeout']
+      : [502, 'upstream_failed'];
   const message = refused
     ? `The upstream failed before responding (${out.failure}) and the gateway could not re-run the request now (${reason}).`
     : `The upstream failed before responding (${out.failure}).`;

@@ -2,11 +2,12 @@
 // the same way; they differ only in what they do with each event, which is their LegHooks (the wrapping
 // style of undici's handlers). Every silence goes to the planner (decideOnSilence); every way a leg can end
 // comes back as one LegOutcome; the leg is fenced (its socket aborted, nothing more read) on the way out.
+
+import type { Logger } from '../obs/logger';
 import type { FailureKind, SilenceDecision } from '../recovery/planner';
-import { StreamTracker, type ObservedEvent } from '../sse/tracker';
+import { type ObservedEvent, StreamTracker } from '../sse/tracker';
 import type { LegReader } from '../upstream/leg-reader';
 import type { GatewayContext } from './context';
-import type { Logger } from '../obs/logger';
 
 /** How a leg ended, from the state machine's point of view. */
 export type LegOutcome =
@@ -50,7 +51,8 @@ export interface LegHooks {
   /** A failure of this leg, with what the leg holds back at that moment (leg 1: a tool call). */
   failed(failure: FailureKind, detail?: string, failingEvent?: Buffer): LegFailure;
   /** One classified event (not malformed, not a failure); bytes for the client go to `out`. A failure it returns ends the leg. */
-  onEvent(o: ObservedEvent, raw: Buffer, out: Buffer[]): Promise<void | LegFailure> | void | LegFailure;
+  // biome-ignore lint/suspicious/noConfusingVoidType: most hooks return nothing; a failure ends the leg
+  onEvent(o: ObservedEvent, raw: Buffer, out: Buffer[]): Promise<LegFailure | void> | LegFailure | void;
   /** Writes what onEvent produced, honouring backpressure. */
   write(out: Buffer[]): Promise<void> | undefined;
   /** The first bytes of this leg arrived. */
@@ -74,14 +76,23 @@ export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcom
         // Only the silent part of this period counts (it may have started before the last byte).
         stalledMs += now - Math.max(lastByte, now - period);
         if (h.finished()) return await h.endAfterFinish('stall-after-finish');
-        const d = h.onSilence({ anyBytes: reader.anyBytes, silentForMs: now - lastByte, totalStalledMs: stalledMs, sinceLegStartMs: now - legStart });
+        const d = h.onSilence({
+          anyBytes: reader.anyBytes,
+          silentForMs: now - lastByte,
+          totalStalledMs: stalledMs,
+          sinceLegStartMs: now - legStart,
+        });
         if (d.action === 'fail') return h.failed(d.failure);
-        h.log.warn({ decision: 'WAITING', leg: h.leg, silent_ms: now - lastByte, stalled_ms: stalledMs }, `leg${h.leg} silent, not actionable: waiting`);
+        h.log.warn(
+          { decision: 'WAITING', leg: h.leg, silent_ms: now - lastByte, stalled_ms: stalledMs },
+          `leg${h.leg} silent, not actionable: waiting`,
+        );
         continue;
       }
       if (r.type === 'end' || r.type === 'reset') {
         if (h.finished()) return await h.endAfterFinish(r.type === 'end' ? 'eof' : 'reset-after-finish');
-        const detail = r.type === 'reset' ? errorCode(r.error) : reader.partialBytes ? `eof-mid-event(${reader.partialBytes}B)` : 'clean-eof';
+        const detail =
+          r.type === 'reset' ? errorCode(r.error) : reader.partialBytes ? `eof-mid-event(${reader.partialBytes}B)` : 'clean-eof';
         return h.failed(r.type === 'end' ? 'eof' : 'reset', detail);
       }
       if (first) {
@@ -98,7 +109,8 @@ export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcom
           h.log.warn({ decision: 'MALFORMED_EVENT', leg: h.leg, bytes: ev.raw.length }, 'malformed SSE event skipped');
           continue;
         }
-        const failure: FailureKind | null = o.kind === 'error' ? 'error-event' : o.kind === 'chunk' && o.finishReason === 'abort' ? 'abort-finish' : null;
+        const failure: FailureKind | null =
+          o.kind === 'error' ? 'error-event' : o.kind === 'chunk' && o.finishReason === 'abort' ? 'abort-finish' : null;
         if (failure) {
           // What came before the failing event in this read still belongs to the client.
           if (out.length) await h.write(out);

@@ -8,8 +8,8 @@ import { LegOpenError } from '../upstream/client';
 import { classifyLegHead } from '../upstream/leg-head';
 import { LegReader } from '../upstream/leg-reader';
 import { routerUnreachable } from './give-up';
-import { relayLeg1 } from './leg1-relay';
 import type { LegOutcome } from './leg-loop';
+import { relayLeg1 } from './leg1-relay';
 import type { OriginatedResponse } from './originated-response';
 import { relayVerbatim } from './verbatim';
 
@@ -25,7 +25,8 @@ export async function runLeg1Attempt(r: OriginatedResponse): Promise<LegOutcome>
   clearTimeout(timer);
   if (r.gone) return { type: 'gone' };
   if (res instanceof LegOpenError) {
-    if (res.kind === 'aborted' && deadline !== null && Date.now() >= deadline && !r.shuttingDown) return { type: 'failed', failure: 'first-delta-timeout', detail: 'no response headers' };
+    if (res.kind === 'aborted' && deadline !== null && Date.now() >= deadline && !r.shuttingDown)
+      return { type: 'failed', failure: 'first-delta-timeout', detail: 'no response headers' };
     if (res.kind === 'connect') return await routerUnreachable(r, 'egress-connect-failed');
     return { type: 'failed', failure: res.kind === 'headers-timeout' ? 'headers-timeout' : 'reset', detail: res.kind };
   }
@@ -47,7 +48,12 @@ export async function runLeg1Attempt(r: OriginatedResponse): Promise<LegOutcome>
       // Nothing was generated; the sidecar re-runs it (Envoy's retry policy would multiply attempts against a
       // failing pool). If it does not, the client gets this answer unchanged.
       const body = await res.body.readAll(65536);
-      return { type: 'failed', failure: 'overloaded', detail: 'status-503', engineAnswer: { status: res.status, headers: clientResponseHeaders(res.headers), body } };
+      return {
+        type: 'failed',
+        failure: 'overloaded',
+        detail: 'status-503',
+        engineAnswer: { status: res.status, headers: clientResponseHeaders(res.headers), body },
+      };
     }
     case 'other-answer':
       r.settleSlot(res.status >= 500 || res.status === 429 ? 'failed' : 'ok');

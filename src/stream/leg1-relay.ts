@@ -1,14 +1,15 @@
 // Leg 1's hooks on the leg loop: the original event bytes, untouched, from the commit point on; held back
 // before it (and, with BUFFER_TOOL_CALLS, while a tool call is incomplete). It decides nothing about
 // recovery: the loop reports how the leg ended and the state machine plans from there.
+
+import type { Logger } from '../obs/logger';
 import { withIdempotentToolCallIds } from '../openai/tool-call-ids';
 import { decideOnSilence } from '../recovery/planner';
 import type { ObservedEvent, StreamTracker } from '../sse/tracker';
 import type { LegReader } from '../upstream/leg-reader';
-import type { Logger } from '../obs/logger';
 import type { GatewayContext } from './context';
 import type { Delivery } from './delivery';
-import { readLeg, type LegFailure, type LegOutcome } from './leg-loop';
+import { type LegFailure, type LegOutcome, readLeg } from './leg-loop';
 
 /**
  * The most a request holds back (a buffered tool call, held structured output) before giving up the
@@ -56,7 +57,10 @@ export function relayLeg1(h: Leg1Host, reader: LegReader): Promise<LegOutcome> {
     const overflow = h.delivery.heldBytes > MAX_HELD_BYTES;
     if (overflow) {
       h.ctx.metrics.bufferOverflow('structured-output');
-      h.log.warn({ decision: 'HOLD_LIMIT', what: 'structured-output', bytes: h.delivery.heldBytes }, 'held output too large: delivered unbuffered');
+      h.log.warn(
+        { decision: 'HOLD_LIMIT', what: 'structured-output', bytes: h.delivery.heldBytes },
+        'held output too large: delivered unbuffered',
+      );
     }
     if (h.structured ? complete || overflow : delta || complete) await h.commit();
   };
@@ -83,7 +87,13 @@ export function relayLeg1(h: Leg1Host, reader: LegReader): Promise<LegOutcome> {
       }),
     finished: () => h.tracker.finished,
     endAfterFinish: (how) => h.endAfterFinish(how),
-    failed: (failure, detail, failingEvent): LegFailure => ({ type: 'failed', failure, detail, failingEvent, heldToolCall: toolHold ? Buffer.concat(toolHold.raw) : undefined }),
+    failed: (failure, detail, failingEvent): LegFailure => ({
+      type: 'failed',
+      failure,
+      detail,
+      failingEvent,
+      heldToolCall: toolHold ? Buffer.concat(toolHold.raw) : undefined,
+    }),
     onMalformed: () => h.tracker.malformed++,
     onEvent: async (o, raw, out) => {
       if (h.toolCallKey && o.toolCall) {

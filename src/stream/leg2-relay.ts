@@ -1,18 +1,19 @@
 // Leg 2's hooks on the leg loop: each event is parsed and rewritten (leg 1's id, leg 1's reasoning field
 // name, usage counting the recovered text), leg 2's own role chunk is dropped (the client already had one),
 // and silence is waited out as the reference gateway does, but never longer than MAX_STALL_SECONDS in total.
+
+import type { Logger } from '../obs/logger';
+import { withIdempotentToolCallIds } from '../openai/tool-call-ids';
 import { DONE_EVENT } from '../recovery/interruption';
 import { isRoleOnlyChunk, rewriteLeg2Chunk } from '../recovery/leg2-rewrite';
+import { revisionFromChunk, revisionsDiffer } from '../recovery/model-revision';
 import { decideOnSilence } from '../recovery/planner';
 import type { Accounting, RecoveredTokens } from '../recovery/token-estimate';
 import { StreamTracker } from '../sse/tracker';
-import { withIdempotentToolCallIds } from '../openai/tool-call-ids';
-import { revisionFromChunk, revisionsDiffer } from '../recovery/model-revision';
 import type { LegReader } from '../upstream/leg-reader';
-import type { Logger } from '../obs/logger';
 import type { GatewayContext } from './context';
 import type { Delivery } from './delivery';
-import { readLeg, type LegOutcome } from './leg-loop';
+import { type LegOutcome, readLeg } from './leg-loop';
 
 export interface Leg2Host {
   readonly ctx: GatewayContext;
@@ -46,7 +47,15 @@ export function relayLeg2(h: Leg2Host, reader: LegReader): Promise<LegOutcome> {
     isGone: () => h.isGone(),
     idlePeriodMs: () => cfg.stallIdleTimeoutMs,
     onSilence: (s) =>
-      decideOnSilence({ ...s, committed: true, leg: 2, recoverable: true, stallIdleTimeoutMs: cfg.stallIdleTimeoutMs, maxStallMs: cfg.maxStallMs, firstDeltaTimeoutMs: 0 }),
+      decideOnSilence({
+        ...s,
+        committed: true,
+        leg: 2,
+        recoverable: true,
+        stallIdleTimeoutMs: cfg.stallIdleTimeoutMs,
+        maxStallMs: cfg.maxStallMs,
+        firstDeltaTimeoutMs: 0,
+      }),
     finished: () => own.finished,
     endAfterFinish: async () => {
       await h.delivery.end(own.doneSeen ? undefined : DONE_EVENT);
@@ -62,7 +71,10 @@ export function relayLeg2(h: Leg2Host, reader: LegReader): Promise<LegOutcome> {
         revisionChecked = true;
         const got = revisionFromChunk(o.json);
         if (revisionsDiffer(h.expectedRevision, got)) {
-          h.log.warn({ decision: 'REVISION_MISMATCH', model_revision: h.expectedRevision, leg2_model_revision: got }, 'continuation from another model revision: not stitched');
+          h.log.warn(
+            { decision: 'REVISION_MISMATCH', model_revision: h.expectedRevision, leg2_model_revision: got },
+            'continuation from another model revision: not stitched',
+          );
           return { type: 'failed', failure: 'model-revision-mismatch' };
         }
       }
@@ -72,13 +84,23 @@ export function relayLeg2(h: Leg2Host, reader: LegReader): Promise<LegOutcome> {
       const usageOnly = o.usage && Array.isArray(o.json.choices) && o.json.choices.length === 0;
       if (usageOnly && !h.clientWantsUsage) return;
       h.tracker.apply({ ...o, json: { ...o.json, id: undefined } });
-      let rewritten = rewriteLeg2Chunk(o.json, { responseId: h.tracker.id, reasoningField: h.tracker.reasoningField, recovered: h.recovered, multimodal: h.multimodal });
+      let rewritten = rewriteLeg2Chunk(o.json, {
+        responseId: h.tracker.id,
+        reasoningField: h.tracker.reasoningField,
+        recovered: h.recovered,
+        multimodal: h.multimodal,
+      });
       if (h.toolCallKey && o.toolCall) rewritten = withIdempotentToolCallIds(rewritten, h.toolCallKey) ?? rewritten;
       if (!h.clientWantsUsage && rewritten.usage) delete rewritten.usage;
       if (rewritten.usage) {
         const a = h.accounting;
         rewritten.usage.continuation = {
-          legs: a.legs, recovered_tokens: h.recovered.totalRecovered, method: a.method, dialect: a.dialect, prompt: a.prompt, ...(a.fallback ? { fallback: a.fallback } : {}),
+          legs: a.legs,
+          recovered_tokens: h.recovered.totalRecovered,
+          method: a.method,
+          dialect: a.dialect,
+          prompt: a.prompt,
+          ...(a.fallback ? { fallback: a.fallback } : {}),
         };
       }
       out.push(Buffer.from(`data: ${JSON.stringify(rewritten)}\n\n`));

@@ -7,6 +7,8 @@
 // Every leg is fenced when superseded: cancelLeg() aborts it (the replica frees the slot) and no byte it
 // still sends reaches the client.
 import type { ProcessorStream } from '../extproc/processor-stream';
+import type { Logger } from '../obs/logger';
+import { idempotencyKeyOf } from '../openai/tool-call-ids';
 import type { ReprefillResult, ReprefillSlot } from '../recovery/admission';
 import { DONE_EVENT } from '../recovery/interruption';
 import { decidePostCommit, decidePreCommit } from '../recovery/planner';
@@ -15,15 +17,13 @@ import { estimateTokens, promptText, type RecoveredTokens } from '../recovery/to
 import { legRequestHeaders, upstreamHost } from '../request/forward-headers';
 import { StreamTracker } from '../sse/tracker';
 import { LegAbort, LegOpenError, type LegResponse } from '../upstream/client';
-import { idempotencyKeyOf } from '../openai/tool-call-ids';
-import type { Logger } from '../obs/logger';
 import { admitRecovery } from './admit';
 import type { GatewayContext, InScopeRequest } from './context';
+import { continueFromPrefix } from './continuation';
 import { Delivery } from './delivery';
 import { answerError, endForShutdown, interruptStream, passFailureThrough } from './give-up';
-import { runLeg1Attempt } from './leg1-attempt';
-import { continueFromPrefix } from './continuation';
 import type { LegFailure, LegOutcome } from './leg-loop';
+import { runLeg1Attempt } from './leg1-attempt';
 import { requestEndRecord, transitionRecord } from './request-record';
 import { canMove, IllegalTransitionError, isTerminal, type RequestState } from './request-state';
 
@@ -57,7 +57,11 @@ export class OriginatedResponse {
   /** Client-named requests get tool_call ids derived from the name (src/openai/tool-call-ids.ts). */
   readonly toolCallKey: string | undefined;
 
-  constructor(readonly ctx: GatewayContext, stream: ProcessorStream, readonly req: InScopeRequest) {
+  constructor(
+    readonly ctx: GatewayContext,
+    stream: ProcessorStream,
+    readonly req: InScopeRequest,
+  ) {
     this.delivery = new Delivery(stream);
     this.requestId = req.clientHeaders['x-request-id'];
     this.log = ctx.log.child({ request_id: this.requestId });
@@ -117,12 +121,22 @@ export class OriginatedResponse {
       this.setOutcome('error', 'gateway-internal-error');
       const end = this.delivery.committed
         ? interruptStream(this, 'gateway-internal-error')
-        : answerError(this, 500, { code: 'gateway_error', message: 'The gateway failed unexpectedly.', reason: 'gateway-internal-error' }, 1000);
+        : answerError(
+            this,
+            500,
+            { code: 'gateway_error', message: 'The gateway failed unexpectedly.', reason: 'gateway-internal-error' },
+            1000,
+          );
       await end.catch(() => this.delivery.reset('gateway-internal-error'));
     } finally {
       this.ctx.streams.active--;
       this.ctx.inFlight.delete(this);
-      this.ctx.metrics.requestEnded({ legs: this.legs, recoveredTokens: this.recovered?.totalRecovered ?? 0, retried: this.attempt > 1, firstDeltaSent: this.firstDeltaAt !== null });
+      this.ctx.metrics.requestEnded({
+        legs: this.legs,
+        recoveredTokens: this.recovered?.totalRecovered ?? 0,
+        retried: this.attempt > 1,
+        firstDeltaSent: this.firstDeltaAt !== null,
+      });
       this.cancelLeg();
       this.settleSlot('neutral');
       this.log.info(requestEndRecord(this), 'request_end');
@@ -181,8 +195,12 @@ export class OriginatedResponse {
     this.abort = new LegAbort();
     this.legs++;
     const revisionHeader = this.ctx.config.modelRevisionHeader;
-    const revision = continuation && revisionHeader && this.modelRevision ? { header: revisionHeader, value: this.modelRevision } : undefined;
-    const headers = legRequestHeaders(this.req.clientHeaders, requestId, { avoidHost: this.legs > 1 ? this.lastHost : undefined, revision });
+    const revision =
+      continuation && revisionHeader && this.modelRevision ? { header: revisionHeader, value: this.modelRevision } : undefined;
+    const headers = legRequestHeaders(this.req.clientHeaders, requestId, {
+      avoidHost: this.legs > 1 ? this.lastHost : undefined,
+      revision,
+    });
     try {
       const res = await this.ctx.upstream.open(url + this.req.path, headers, body, this.abort);
       this.lastHost = upstreamHost(res.headers) ?? this.lastHost;
@@ -228,7 +246,11 @@ export class OriginatedResponse {
       continuationEnabled: cfg.continuationEnabled,
     });
     if (d.action === 'interrupt') {
-      if (d.reason === 'continuation-disabled') this.log.info({ decision: 'SKIPPED', reason: d.reason, case: kase }, 'dry run: continuation detected but CONTINUATION_ENABLED=false');
+      if (d.reason === 'continuation-disabled')
+        this.log.info(
+          { decision: 'SKIPPED', reason: d.reason, case: kase },
+          'dry run: continuation detected but CONTINUATION_ENABLED=false',
+        );
       return await interruptStream(this, d.reason, out.heldToolCall);
     }
     this.move('continuing');

@@ -16,7 +16,10 @@ export class RequestExchange implements ProcessorStreamHandler {
   private bodyEnded = false;
   private originated: OriginatedResponse | null = null;
 
-  constructor(private readonly ctx: GatewayContext, private readonly stream: ProcessorStream) {}
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly stream: ProcessorStream,
+  ) {}
 
   onRequestHeaders(headers: Record<string, string>, endOfStream: boolean): void {
     this.headers = headers;
@@ -61,7 +64,8 @@ export class RequestExchange implements ProcessorStreamHandler {
     const wasPhase = this.phase;
     this.phase = 'finished';
     if (this.originated) this.originated.clientGone(reason);
-    else if (wasPhase !== 'passthrough') this.ctx.log.info({ request_id: this.headers['x-request-id'], reason, phase: wasPhase }, 'client gone before a decision');
+    else if (wasPhase !== 'passthrough')
+      this.ctx.log.info({ request_id: this.headers['x-request-id'], reason, phase: wasPhase }, 'client gone before a decision');
   }
 
   private decide(): void {
@@ -104,6 +108,6 @@ export class RequestExchange implements ProcessorStreamHandler {
     this.stream.continueRequest();
     const chunks = this.chunks;
     this.chunks = [];
-    chunks.forEach((c, i) => this.stream.echoBody(c, this.bodyEnded && i === chunks.length - 1));
+    for (let i = 0; i < chunks.length; i++) this.stream.echoBody(chunks[i], this.bodyEnded && i === chunks.length - 1);
   }
 }

@@ -38,7 +38,10 @@ export function canMove(from: RequestState, to: RequestState): boolean {
 
 export class IllegalTransitionError extends GatewayError {
   readonly code = 'GW_ERR_ILLEGAL_TRANSITION';
-  constructor(readonly from: RequestState, readonly to: RequestState) {
+  constructor(
+    readonly from: RequestState,
+    readonly to: RequestState,
+  ) {
     super(`illegal request state transition ${from} -> ${to}`);
   }
 }

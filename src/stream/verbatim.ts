@@ -1,8 +1,9 @@
 // Passes a non-streaming upstream answer (an error status, a JSON body) to the client unchanged.
-import type { LegResponse } from '../upstream/client';
+
 import { clientResponseHeaders } from '../request/forward-headers';
-import type { Delivery } from './delivery';
+import type { LegResponse } from '../upstream/client';
 import { LegReader } from '../upstream/leg-reader';
+import type { Delivery } from './delivery';
 
 /** Bounded: error bodies are small; anything beyond this is streamed through chunk by chunk. */
 export async function relayVerbatim(delivery: Delivery, res: LegResponse, isGone: () => boolean): Promise<void> {

@@ -3,7 +3,7 @@
 // the body has none on purpose (stall detection belongs to the leg reader, which knows the phase).
 import { Agent, errors } from 'undici';
 import { GatewayError } from '../errors';
-import { LegAbortedError, LegDispatchHandler, type LegBody, type LegHeaders } from './leg-body';
+import { LegAbortedError, type LegBody, LegDispatchHandler, type LegHeaders } from './leg-body';
 
 export interface LegResponse {
   status: number;
@@ -16,7 +16,10 @@ export type LegOpenErrorKind = 'connect' | 'headers-timeout' | 'aborted' | 'rese
 /** Stable-coded error for a leg that produced no response headers: GW_ERR_LEG_CONNECT, ..._HEADERS_TIMEOUT, ... */
 export class LegOpenError extends GatewayError {
   readonly code: `GW_ERR_LEG_${string}`;
-  constructor(readonly kind: LegOpenErrorKind, cause?: unknown) {
+  constructor(
+    readonly kind: LegOpenErrorKind,
+    cause?: unknown,
+  ) {
     super(`upstream leg failed before response headers: ${kind}`, { cause });
     this.code = `GW_ERR_LEG_${kind.toUpperCase().replace('-', '_')}`;
   }

@@ -6,9 +6,10 @@
 // a plain call and hands it on in another. Backpressure stays: a consumer that says "enough" pauses the
 // socket (undici's own pause/resume), and chunks that arrive before a consumer attaches are kept, bounded by
 // that same pause.
-import { GatewayError } from '../errors';
-import { util as undiciUtil } from 'undici';
+
 import type { Dispatcher } from 'undici';
+import { util as undiciUtil } from 'undici';
+import { GatewayError } from '../errors';
 
 /** Where body chunks go once someone reads the leg. `data` returns false to pause the upstream socket. */
 export interface LegBodySink {

@@ -9,7 +9,7 @@
 // this is the hottest path of the gateway (docs/performance.md). They queue here while the caller is busy
 // (writing to a slow client, say) and are handed over together on the next read; past a few queued chunks
 // the upstream socket is paused, so backpressure still reaches the replica.
-import { SseParser, type SseEvent } from '../sse/parser';
+import { type SseEvent, SseParser } from '../sse/parser';
 import type { LegBody, LegBodySink } from './leg-body';
 
 /** The largest single SSE event a leg may send (a chat chunk is a few hundred bytes). */
@@ -18,11 +18,7 @@ export const MAX_PARTIAL_EVENT_BYTES = 1024 * 1024;
 /** Chunks queued before the upstream socket is paused. */
 const QUEUE_HIGH_WATER = 16;
 
-export type LegRead =
-  | { type: 'events'; events: SseEvent[] }
-  | { type: 'idle' }
-  | { type: 'end' }
-  | { type: 'reset'; error: unknown };
+export type LegRead = { type: 'events'; events: SseEvent[] } | { type: 'idle' } | { type: 'end' } | { type: 'reset'; error: unknown };
 
 export class LegReader implements LegBodySink {
   private readonly parser = new SseParser();
@@ -73,7 +69,8 @@ export class LegReader implements LegBodySink {
         }
         if (events.length) return { type: 'events', events };
         // An "event" that never ends is not SSE: bounded memory, treated like a broken connection.
-        if (this.parser.bufferedBytes > MAX_PARTIAL_EVENT_BYTES) return { type: 'reset', error: new Error(`SSE event larger than ${MAX_PARTIAL_EVENT_BYTES} bytes`) };
+        if (this.parser.bufferedBytes > MAX_PARTIAL_EVENT_BYTES)
+          return { type: 'reset', error: new Error(`SSE event larger than ${MAX_PARTIAL_EVENT_BYTES} bytes`) };
         continue;
       }
       if (this.failure) return { type: 'reset', error: this.failure.error };

@@ -21,11 +21,13 @@
 // Bounded: everything shares one deadline (TOKENIZE_TIMEOUT_MS); a call that fails or is late makes the
 // whole count fall back to the estimate, said in the result (accounting.fallback) and logged by the caller,
 // because a recovery must never wait on accounting.
+
 import { request } from 'undici';
+import type { JsonObject } from '../openai/chat';
 import {
+  type Accounting,
   estimateRecoveredTokens,
   hasMultimodalContent,
-  type Accounting,
   type RecoveredTokens,
   type TokenizeDialect,
 } from '../recovery/token-estimate';
@@ -42,7 +44,7 @@ export interface CountedRecoveredTokens extends RecoveredTokens {
 
 interface Answer {
   status: number;
-  json: any;
+  json: JsonObject;
 }
 
 /** A call's context: the shared deadline, and headers for the egress listener (the replica to avoid). */
@@ -52,13 +54,19 @@ interface Call {
 }
 
 async function post(url: string, body: object, call: Call): Promise<Answer> {
-  const res = await request(url, { method: 'POST', headers: { ...call.headers, 'content-type': 'application/json' }, body: JSON.stringify(body), signal: call.signal });
+  const res = await request(url, {
+    method: 'POST',
+    headers: { ...call.headers, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: call.signal,
+  });
   const text = await res.body.text();
-  let json: any;
+  let json: JsonObject = {};
   try {
-    json = JSON.parse(text);
+    const parsed: unknown = JSON.parse(text);
+    if (parsed !== null && typeof parsed === 'object') json = parsed as JsonObject;
   } catch {
-    json = undefined;
+    // not JSON: an empty object, which no dialect accepts as an answer
   }
   return { status: res.statusCode, json };
 }
@@ -89,7 +97,7 @@ interface DialectClient {
   /** Tokens of generated text: no BOS/EOS added, special-token text read as the engine reads its prompt. */
   text(url: string, model: unknown, text: string, call: Call): Promise<number>;
   /** The original request's prompt through the engine's chat template, as its chat endpoint counts it. */
-  prompt?(url: string, payload: any, call: Call): Promise<number>;
+  prompt?(url: string, payload: JsonObject, call: Call): Promise<number>;
 }
 
 const openAiText: DialectClient['text'] = async (url, model, text, call) =>
@@ -175,7 +183,12 @@ export interface CountOptions {
   headers?: Record<string, string>;
 }
 
-export async function countRecoveredTokens(payload: any, reasoning: string, content: string, o: CountOptions): Promise<CountedRecoveredTokens> {
+export async function countRecoveredTokens(
+  payload: JsonObject,
+  reasoning: string,
+  content: string,
+  o: CountOptions,
+): Promise<CountedRecoveredTokens> {
   const est = estimateRecoveredTokens(payload, reasoning, content, o.rates);
   const estimate = (fallback?: string): CountedRecoveredTokens => ({
     ...est,
@@ -195,8 +208,14 @@ export async function countRecoveredTokens(payload: any, reasoning: string, cont
     const text = (t: string) => (t ? client.text(url, model, t, call) : Promise.resolve(0));
     // Images have no template text to count: a multimodal prompt is always leg 2's minus the prefix. A
     // template call that fails while the text calls answer still leaves that exact subtraction.
-    const templated = client.prompt && !hasMultimodalContent(payload) ? client.prompt(url, payload, call).catch(() => undefined) : undefined;
-    const [reasoningTokens, contentTokens, prefixTokens, promptTokens] = await Promise.all([text(reasoning), text(content), text(o.prefix), templated]);
+    const templated =
+      client.prompt && !hasMultimodalContent(payload) ? client.prompt(url, payload, call).catch(() => undefined) : undefined;
+    const [reasoningTokens, contentTokens, prefixTokens, promptTokens] = await Promise.all([
+      text(reasoning),
+      text(content),
+      text(o.prefix),
+      templated,
+    ]);
     return {
       promptTokens: promptTokens ?? est.promptTokens,
       reasoningTokens,

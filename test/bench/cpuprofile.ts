@@ -103,7 +103,8 @@ export function formatProfile(s: ProfileSummary, areasN = 15): string {
   const lines: string[] = [];
   lines.push(`CPU profile ${s.file}: ${s.busyMs} ms busy of ${s.totalMs} ms sampled (percentages of busy time)`);
   lines.push('  by area (self time):');
-  for (const a of s.areas.slice(0, areasN)) lines.push(`    ${a.percent.toFixed(1).padStart(5)}%  ${String(a.selfMs).padStart(9)} ms  ${a.area}`);
+  for (const a of s.areas.slice(0, areasN))
+    lines.push(`    ${a.percent.toFixed(1).padStart(5)}%  ${String(a.selfMs).padStart(9)} ms  ${a.area}`);
   lines.push('  top functions (self time):');
   for (const r of s.top) lines.push(`    ${r.percent.toFixed(1).padStart(5)}%  ${String(r.selfMs).padStart(9)} ms  ${r.name}  ${r.where}`);
   return lines.join('\n');

@@ -83,7 +83,9 @@ export function streamError(rec: StreamRecord): string | undefined {
 
 /** The request body of stream n. */
 export function requestMessages(spec: Pick<LoadSpec, 'distinctPrompt'>, n: number): Array<{ role: string; content: string }> {
-  return [{ role: 'user', content: spec.distinctPrompt !== undefined ? `${spec.distinctPrompt} ${n}` : 'Benchmark: tell me about continuation.' }];
+  return [
+    { role: 'user', content: spec.distinctPrompt !== undefined ? `${spec.distinctPrompt} ${n}` : 'Benchmark: tell me about continuation.' },
+  ];
 }
 
 function requestBody(spec: LoadSpec, n: number): string {
@@ -109,7 +111,20 @@ function collect(rec: StreamRecord, data: string): void {
 
 async function oneStream(pool: Pool, spec: LoadSpec, n: number, body: string, onFirstDelta?: () => void): Promise<StreamRecord> {
   const t0 = performance.now();
-  const rec: StreamRecord = { n, startEpochMs: performance.timeOrigin + t0, status: 0, ttfbMs: -1, ttftMs: -1, totalMs: 0, bytes: 0, events: [], firstDelta: -1, deltas: 0, finish: false, done: false };
+  const rec: StreamRecord = {
+    n,
+    startEpochMs: performance.timeOrigin + t0,
+    status: 0,
+    ttfbMs: -1,
+    ttftMs: -1,
+    totalMs: 0,
+    bytes: 0,
+    events: [],
+    firstDelta: -1,
+    deltas: 0,
+    finish: false,
+    done: false,
+  };
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(new Error('stream timeout')), spec.streamTimeoutMs ?? 120_000);
   try {
@@ -225,7 +240,8 @@ if (require.main === module && process.send) {
     }
     if (m.type !== 'run') return;
     const spec: LoadSpec = { ...m.spec };
-    if (spec.notifyStreaming) spec.onStreaming = () => process.send?.({ type: 'streaming', atEpochMs: performance.timeOrigin + performance.now() });
+    if (spec.notifyStreaming)
+      spec.onStreaming = () => process.send?.({ type: 'streaming', atEpochMs: performance.timeOrigin + performance.now() });
     if (m.uniqueFault) {
       const fault = m.uniqueFault;
       spec.headersFor = (n) => ({ 'x-fake-fault': uniqueFaultHeader(fault, n) });

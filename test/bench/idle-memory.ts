@@ -24,12 +24,22 @@ async function perIdleStream(url: string, n: number): Promise<number> {
   const pool = new Pool(url, { connections: n + 10 });
   const body = JSON.stringify({ model: 'bench', stream: true, messages: [{ role: 'user', content: 'idle' }] });
   const headers = { 'content-type': 'application/json' };
-  const warm = await pool.request({ path: '/v1/chat/completions', method: 'POST', headers: { ...headers, 'x-fake-answer-tokens': '2,2' }, body });
+  const warm = await pool.request({
+    path: '/v1/chat/completions',
+    method: 'POST',
+    headers: { ...headers, 'x-fake-answer-tokens': '2,2' },
+    body,
+  });
   await warm.body.text();
   const before = await collected();
   const responses = await Promise.all(
     Array.from({ length: n }, () =>
-      pool.request({ path: '/v1/chat/completions', method: 'POST', headers: { ...headers, 'x-fake-answer-tokens': '2,0', 'x-fake-token-ms': '3000' }, body }),
+      pool.request({
+        path: '/v1/chat/completions',
+        method: 'POST',
+        headers: { ...headers, 'x-fake-answer-tokens': '2,0', 'x-fake-token-ms': '3000' },
+        body,
+      }),
     ),
   );
   // First token at 3 s (every stream past its commit point), the second at 6 s: measure in between.
@@ -49,7 +59,9 @@ async function main(): Promise<void> {
     const withoutSidecar = await perIdleStream(egress, n);
     const withSidecar = await perIdleStream(stack.url, n);
     const kib = (b: number) => Math.round((b / 1024) * 10) / 10;
-    process.stdout.write(`${JSON.stringify({ streams: n, kibPerStreamWithoutSidecar: kib(withoutSidecar), kibPerStreamWithSidecar: kib(withSidecar), sidecarKibPerIdleStream: kib(withSidecar - withoutSidecar) })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ streams: n, kibPerStreamWithoutSidecar: kib(withoutSidecar), kibPerStreamWithSidecar: kib(withSidecar), sidecarKibPerIdleStream: kib(withSidecar - withoutSidecar) })}\n`,
+    );
   } finally {
     await stack.stop();
   }

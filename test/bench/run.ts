@@ -25,17 +25,17 @@
 //   --cpu-prof                 BENCH_PROFILE=1      run the sidecar under node --cpu-prof and analyse it
 //   --out DIR                  BENCH_OUT            default results/bench-<timestamp>
 //   --no-docs                  BENCH_NO_DOCS=1      do not copy the chart to docs/bench/latest.svg
-import { execFileSync, fork, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, execFileSync, fork } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { spawnManaged, startEnvoy, type ManagedChild, type RunningEnvoy } from '../../src/stack/envoy-process';
+import { answerFor } from '../../src/fake-engine/answer';
+import { type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from '../../src/stack/envoy-process';
 import { freePorts } from '../../src/stack/ports';
 import { analyseProfile, formatProfile, type ProfileSummary } from './cpuprofile';
-import { answerFor } from '../../src/fake-engine/answer';
-import { requestMessages, streamError, type LoadResult, type LoadSpec, type RunMessage, type StreamRecord } from './generator';
-import { TreeMeter, processTree, rssBytes } from './proc';
-import { cdfChart, cdfPoints, round, sortedFloat64, summarize, type ChartPanel, type Summary } from './stats';
+import { type LoadResult, type LoadSpec, type RunMessage, requestMessages, type StreamRecord, streamError } from './generator';
+import { processTree, rssBytes, TreeMeter } from './proc';
+import { type ChartPanel, cdfChart, cdfPoints, round, type Summary, sortedFloat64, summarize } from './stats';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const DIST = path.join(ROOT, 'dist');
@@ -227,9 +227,15 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     }
   }
   const get = (flag: string, envName: string, def: string) => flags.get(flag) ?? env[envName] ?? def;
-  const nums = (s: string) => s.split(',').map((x) => Number(x.trim())).filter((n) => Number.isFinite(n) && n > 0);
+  const nums = (s: string) =>
+    s
+      .split(',')
+      .map((x) => Number(x.trim()))
+      .filter((n) => Number.isFinite(n) && n > 0);
   const stamp = new Date().toISOString().replace(/[:.]/g, '-').replace(/Z$/, '');
-  const configs = get('configs', 'BENCH_CONFIGS', 'a,b,c').split(',').map((s) => s.trim()) as ConfigName[];
+  const configs = get('configs', 'BENCH_CONFIGS', 'a,b,c')
+    .split(',')
+    .map((s) => s.trim()) as ConfigName[];
   for (const c of configs) if (!['a', 'b', 'c'].includes(c)) throw new Error(`bad configuration ${c} (a, b or c)`);
   const truthy = (v: string | undefined) => v !== undefined && !['', '0', 'false', 'no'].includes(v.toLowerCase());
   const crashOnly = flags.has('crash-only') || truthy(env.BENCH_CRASH_ONLY);
@@ -269,7 +275,17 @@ async function startEngines(n: number, tokenMs: number, prefix: string): Promise
   const engines = ports.map((port, i) =>
     spawnManaged(
       process.execPath,
-      [path.join(DIST, 'src/fake-engine/main.js'), '--port', String(port), '--name', `${prefix}-${i}`, '--dialect', 'sglang', '--token-ms', String(tokenMs)],
+      [
+        path.join(DIST, 'src/fake-engine/main.js'),
+        '--port',
+        String(port),
+        '--name',
+        `${prefix}-${i}`,
+        '--dialect',
+        'sglang',
+        '--token-ms',
+        String(tokenMs),
+      ],
       { name: `${prefix}-${i}`, keepBytes: 20_000 },
     ),
   );
@@ -373,7 +389,11 @@ class Generator {
   }
 
   /** `onStreaming`: called (with the generator's clock, epoch ms) once spec.notifyStreaming streams have had their first delta. */
-  run(spec: Omit<LoadSpec, 'headersFor' | 'onStreaming'>, uniqueFault?: string, onStreaming?: (atEpochMs: number) => void): Promise<LoadResult> {
+  run(
+    spec: Omit<LoadSpec, 'headersFor' | 'onStreaming'>,
+    uniqueFault?: string,
+    onStreaming?: (atEpochMs: number) => void,
+  ): Promise<LoadResult> {
     return new Promise((resolve, reject) => {
       const onExit = (code: number | null) => {
         this.child.off('message', onMessage);
@@ -493,7 +513,10 @@ function pad(rows: string[][], left = 2): string {
 
 export function formatCrash(k: CrashSummary): string {
   const sc = k.sidecar;
-  const refusals = Object.entries(sc.refusals).map(([r, n]) => `${r} ${n}`).join(', ') || '0';
+  const refusals =
+    Object.entries(sc.refusals)
+      .map(([r, n]) => `${r} ${n}`)
+      .join(', ') || '0';
   return [
     `crash under load: ${k.streams} streams over ${k.engines} engine processes (answer ${k.answerTokens} tokens at ${k.tokensPerSecond} tokens/s), ` +
       `${k.killed} SIGKILLed ${k.killedAtMs} ms after the first stream started (${k.streamingAtKill} streams had their first delta); ` +
@@ -504,16 +527,25 @@ export function formatCrash(k: CrashSummary): string {
         ['streams completed (exact text, one finish_reason)', `${k.complete}/${k.streams} (${f2(k.completePercent)} %)`],
         ['errors / wrong text', `${k.errors} / ${k.wrongText}${k.errorSamples.length ? ` (${k.errorSamples.join('; ')})` : ''}`],
         ['streams hit by the kill (client side) / completed', `${k.affected} / ${k.affectedComplete}`],
-        ['crash -> first leg-2 delta at the client p50 / p99 / max (ms)', `${f1(k.crashToLeg2.p50)} / ${f1(k.crashToLeg2.p99)} / ${f1(k.crashToLeg2.max)}`],
+        [
+          'crash -> first leg-2 delta at the client p50 / p99 / max (ms)',
+          `${f1(k.crashToLeg2.p50)} / ${f1(k.crashToLeg2.p99)} / ${f1(k.crashToLeg2.max)}`,
+        ],
         ['crash -> failure detected by the sidecar p50 / p99 (ms)', `${f1(sc.detection.p50)} / ${f1(sc.detection.p99)}`],
         ['other streams: largest gap in the 2 s after the kill p50 / p99 (ms)', `${f1(k.othersMaxGap.p50)} / ${f1(k.othersMaxGap.p99)}`],
         ['failures detected / continued (decision logs)', `${sc.triggered} / ${sc.continued}`],
         ['recoveries admitted / waited for a slot / timed out', `${sc.admitted} / ${sc.waited} / ${sc.timedOut}`],
-        ['queue wait p50 / p99 / max (ms)', `${f1(sc.queueWait.p50)} / ${f1(sc.queueWait.p99)} / ${f1(sc.queueWait.max)} (histogram p99 bucket <= ${f1(sc.queueWaitP99BucketMs)})`],
+        [
+          'queue wait p50 / p99 / max (ms)',
+          `${f1(sc.queueWait.p50)} / ${f1(sc.queueWait.p99)} / ${f1(sc.queueWait.max)} (histogram p99 bucket <= ${f1(sc.queueWaitP99BucketMs)})`,
+        ],
         ['re-prefills in flight max / limit', `${sc.reprefillsInFlightMax} / ${sc.reprefillLimitMax}`],
         ['recoveries waiting at once, max', String(sc.waitingMax)],
         ['refusals / brake opened', `${refusals} / ${sc.brakeOpened}`],
-        ['sidecar recovery latency (detected -> leg-2 first byte) mean / p99 bucket (ms)', `${f1(sc.recoveryLatency.meanMs)} / <= ${f1(sc.recoveryLatency.p99BucketMs)}`],
+        [
+          'sidecar recovery latency (detected -> leg-2 first byte) mean / p99 bucket (ms)',
+          `${f1(sc.recoveryLatency.meanMs)} / <= ${f1(sc.recoveryLatency.p99BucketMs)}`,
+        ],
       ],
       1,
     ),
@@ -521,15 +553,42 @@ export function formatCrash(k: CrashSummary): string {
 }
 
 export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idleMemory?: IdleMemory, crash?: CrashSummary): string {
-  const rows: string[][] = [[
-    'streams', 'config', 'runs', 'errors', 'chunks', 'gap p50', 'gap p99', 'gap p99.9', 'gap max', 'TTFT p50', 'TTFT p99',
-    'Envoy CPU ms/1k', 'sidecar CPU ms/1k', 'engines CPU ms/1k', 'sidecar RSS idle->peak MiB', 'sidecar KiB/stream',
-    'steady: Envoy ms/1k', 'steady: sidecar ms/1k', 'sidecar ms/stream',
-  ]];
+  const rows: string[][] = [
+    [
+      'streams',
+      'config',
+      'runs',
+      'errors',
+      'chunks',
+      'gap p50',
+      'gap p99',
+      'gap p99.9',
+      'gap max',
+      'TTFT p50',
+      'TTFT p99',
+      'Envoy CPU ms/1k',
+      'sidecar CPU ms/1k',
+      'engines CPU ms/1k',
+      'sidecar RSS idle->peak MiB',
+      'sidecar KiB/stream',
+      'steady: Envoy ms/1k',
+      'steady: sidecar ms/1k',
+      'sidecar ms/stream',
+    ],
+  ];
   for (const r of runs) {
     rows.push([
-      String(r.level), r.config, String(r.streams), String(r.errors), String(r.chunks),
-      f1(r.gaps.p50), f1(r.gaps.p99), f1(r.gaps.p999), f1(r.gaps.max), f1(r.ttft.p50), f1(r.ttft.p99),
+      String(r.level),
+      r.config,
+      String(r.streams),
+      String(r.errors),
+      String(r.chunks),
+      f1(r.gaps.p50),
+      f1(r.gaps.p99),
+      f1(r.gaps.p999),
+      f1(r.gaps.max),
+      f1(r.ttft.p50),
+      f1(r.ttft.p99),
       r.config === 'a' ? '-' : f2(r.cpuPer1kChunks.envoy),
       r.config === 'c' ? f2(r.cpuPer1kChunks.sidecar) : '-',
       f2(r.cpuPer1kChunks.engines),
@@ -542,7 +601,24 @@ export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idl
   }
   const out = runs.length ? [pad(rows)] : [];
   const levels = [...new Set(runs.map((r) => r.level))];
-  const cmp: string[][] = [['streams', 'p50 a', 'p50 b', 'p50 c', 'p50 c/b', 'p50 c-b', 'p99 a', 'p99 b', 'p99 c', 'p99 c/b', 'p99 c-b', 'steady p99 b', 'steady p99 c', 'steady p99 c-b']];
+  const cmp: string[][] = [
+    [
+      'streams',
+      'p50 a',
+      'p50 b',
+      'p50 c',
+      'p50 c/b',
+      'p50 c-b',
+      'p99 a',
+      'p99 b',
+      'p99 c',
+      'p99 c/b',
+      'p99 c-b',
+      'steady p99 b',
+      'steady p99 c',
+      'steady p99 c-b',
+    ],
+  ];
   for (const l of levels) {
     const run = (c: ConfigName) => runs.find((r) => r.level === l && r.config === c);
     const [a, b, c] = [run('a')?.gaps, run('b')?.gaps, run('c')?.gaps];
@@ -550,9 +626,15 @@ export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idl
     const [sb, sc] = [run('b')?.steady?.gaps.p99 ?? NaN, run('c')?.steady?.gaps.p99 ?? NaN];
     cmp.push([
       String(l),
-      ...[a?.p50 ?? NaN, b.p50, c.p50].map(f1), f2(c.p50 / b.p50), f2(c.p50 - b.p50),
-      ...[a?.p99 ?? NaN, b.p99, c.p99].map(f1), f2(c.p99 / b.p99), f2(c.p99 - b.p99),
-      f1(sb), f1(sc), f2(sc - sb),
+      ...[a?.p50 ?? NaN, b.p50, c.p50].map(f1),
+      f2(c.p50 / b.p50),
+      f2(c.p50 - b.p50),
+      ...[a?.p99 ?? NaN, b.p99, c.p99].map(f1),
+      f2(c.p99 / b.p99),
+      f2(c.p99 - b.p99),
+      f1(sb),
+      f1(sc),
+      f2(sc - sb),
     ]);
   }
   if (cmp.length > 1) {
@@ -583,7 +665,12 @@ export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idl
   return out.join('\n');
 }
 
-function evaluateTargets(runs: RunSummary[], answerBodyBytes: number, idleMemory?: IdleMemory, crash?: CrashSummary): BenchResult['targets'] {
+function evaluateTargets(
+  runs: RunSummary[],
+  answerBodyBytes: number,
+  idleMemory?: IdleMemory,
+  crash?: CrashSummary,
+): BenchResult['targets'] {
   const t: BenchResult['targets'] = [];
   if (crash) {
     const sc = crash.sidecar;
@@ -601,8 +688,13 @@ function evaluateTargets(runs: RunSummary[], answerBodyBytes: number, idleMemory
   const c500 = at(500, 'c');
   if (b500 && c500) {
     const d = c500.gaps.p99 - b500.gaps.p99;
-    const steady = b500.steady && c500.steady ? `; while only relaying (no stream starting): ${f2(c500.steady.gaps.p99 - b500.steady.gaps.p99)} ms` : '';
-    t.push({ target: '500 streams x 20 tok/s: p99 inter-chunk gap (c) - (b) <= 2 ms, no errors', value: `${f2(d)} ms${steady}, errors b=${b500.errors} c=${c500.errors}`, met: d <= 2 && b500.errors === 0 && c500.errors === 0 });
+    const steady =
+      b500.steady && c500.steady ? `; while only relaying (no stream starting): ${f2(c500.steady.gaps.p99 - b500.steady.gaps.p99)} ms` : '';
+    t.push({
+      target: '500 streams x 20 tok/s: p99 inter-chunk gap (c) - (b) <= 2 ms, no errors',
+      value: `${f2(d)} ms${steady}, errors b=${b500.errors} c=${c500.errors}`,
+      met: d <= 2 && b500.errors === 0 && c500.errors === 0,
+    });
   } else t.push({ target: '500 streams: p99 (c) - (b) <= 2 ms', value: 'not run', met: null });
   const k = runs.filter((r) => r.level === 1000);
   if (k.length) {
@@ -612,11 +704,18 @@ function evaluateTargets(runs: RunSummary[], answerBodyBytes: number, idleMemory
   const cs = runs.filter((r) => r.config === 'c');
   if (cs.length) {
     const worst = Math.max(...cs.map((r) => r.cpuPer1kChunks.sidecar));
-    const steady = (r: RunSummary) => (r.steady ? ` (relaying alone ${f2(r.steady.cpuPer1kChunks.sidecar)}, + ${f2(r.steady.sidecarMsPerStream)} ms per stream)` : '');
-    t.push({ target: 'sidecar CPU <= 25 ms per 1,000 relayed chunks', value: cs.map((r) => `${r.level}: ${f2(r.cpuPer1kChunks.sidecar)}${steady(r)}`).join(', '), met: worst <= 25 });
+    const steady = (r: RunSummary) =>
+      r.steady ? ` (relaying alone ${f2(r.steady.cpuPer1kChunks.sidecar)}, + ${f2(r.steady.sidecarMsPerStream)} ms per stream)` : '';
+    t.push({
+      target: 'sidecar CPU <= 25 ms per 1,000 relayed chunks',
+      value: cs.map((r) => `${r.level}: ${f2(r.cpuPer1kChunks.sidecar)}${steady(r)}`).join(', '),
+      met: worst <= 25,
+    });
   }
   const limitKiB = 64 + answerBodyBytes / 1024;
-  const during = cs.length ? `; while relaying (peak RSS, garbage included): ${cs.map((r) => `${r.level}: ${f1(r.sidecarBytesPerStream / 1024)}`).join(', ')} KiB` : '';
+  const during = cs.length
+    ? `; while relaying (peak RSS, garbage included): ${cs.map((r) => `${r.level}: ${f1(r.sidecarBytesPerStream / 1024)}`).join(', ')} KiB`
+    : '';
   if (idleMemory) {
     t.push({
       target: `sidecar memory <= 64 KiB per idle stream + the request body (${answerBodyBytes} B here)`,
@@ -626,7 +725,11 @@ function evaluateTargets(runs: RunSummary[], answerBodyBytes: number, idleMemory
     });
   } else if (cs.length) {
     const worst = Math.max(...cs.map((r) => r.sidecarBytesPerStream)) / 1024;
-    t.push({ target: `sidecar memory <= 64 KiB per stream + the request body (${answerBodyBytes} B here)`, value: `no idle-stream run${during}`, met: worst <= limitKiB });
+    t.push({
+      target: `sidecar memory <= 64 KiB per stream + the request body (${answerBodyBytes} B here)`,
+      value: `no idle-stream run${during}`,
+      met: worst <= limitKiB,
+    });
   }
   return t;
 }
@@ -643,7 +746,9 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
   fs.mkdirSync(o.outDir, { recursive: true });
   const tokenMs = 1000 / o.tokensPerSecond;
   const headers = { 'x-fake-answer-tokens': o.answerTokens };
-  const requestBodyBytes = Buffer.byteLength(JSON.stringify({ model: 'bench-model', stream: true, messages: [{ role: 'user', content: 'Benchmark: tell me about continuation.' }] }));
+  const requestBodyBytes = Buffer.byteLength(
+    JSON.stringify({ model: 'bench-model', stream: true, messages: [{ role: 'user', content: 'Benchmark: tell me about continuation.' }] }),
+  );
   const profileDir = o.cpuProf ? path.join(o.outDir, 'profile') : undefined;
   if (profileDir) fs.mkdirSync(profileDir, { recursive: true });
 
@@ -661,28 +766,45 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
     gen = await Generator.start();
     const generator = gen;
     if (mainStack) {
-      log(`bench: ${o.engines} engine processes at ${o.tokensPerSecond} tokens/s (token-ms ${round(tokenMs, 2)}), answer ${o.answerTokens}, levels ${o.levels.join(',')}, configs ${o.configs.join(',')}, ${o.durationS} s per level; node ${process.version}`);
+      log(
+        `bench: ${o.engines} engine processes at ${o.tokensPerSecond} tokens/s (token-ms ${round(tokenMs, 2)}), answer ${o.answerTokens}, levels ${o.levels.join(',')}, configs ${o.configs.join(',')}, ${o.durationS} s per level; node ${process.version}`,
+      );
       const engines = await startEngines(o.engines, tokenMs, 'engine');
       const enginePorts = (engines as Array<ManagedChild & { port?: number }>).map((e) => e.port as number);
       stops.push(async () => Promise.all(engines.map((e) => e.stop())));
       gw = await startGateway(enginePorts, o, { profileDir });
       const g = gw;
       stops.unshift(() => g.stop());
-      log(`bench: Envoy pid ${g.envoy.pid} (front ${g.frontUrl}, egress ${g.egressUrl}), sidecar pid ${g.sidecar.pid}, engines ${enginePorts.join(',')}, generator pid ${generator.pid}`);
+      log(
+        `bench: Envoy pid ${g.envoy.pid} (front ${g.frontUrl}, egress ${g.egressUrl}), sidecar pid ${g.sidecar.pid}, engines ${enginePorts.join(',')}, generator pid ${generator.pid}`,
+      );
       const urls: Record<ConfigName, string[]> = {
         a: enginePorts.map((p) => `http://127.0.0.1:${p}`),
         b: [g.egressUrl],
         c: [g.frontUrl],
       };
       // Warm-up: a few streams through every path (JIT, connection pools).
-      for (const c of o.configs) for (const url of urls[c]) await generator.run({ url, concurrency: 20, durationMs: 0, maxStreams: 60, rampMs: 200, headers: { ...headers, 'x-fake-answer-tokens': '5,5' } });
+      for (const c of o.configs)
+        for (const url of urls[c])
+          await generator.run({
+            url,
+            concurrency: 20,
+            durationMs: 0,
+            maxStreams: 60,
+            rampMs: 200,
+            headers: { ...headers, 'x-fake-answer-tokens': '5,5' },
+          });
 
       // Idle cost (timers, health checks): 3 s with no traffic, reported in CPU ms per second.
       if (o.idleS > 0) {
         const idleMeters = { envoy: new TreeMeter(() => [g.envoy.pid]), sidecar: new TreeMeter(() => [g.sidecar.pid]) };
         Object.values(idleMeters).forEach((m) => m.start());
         await sleep(o.idleS * 1000);
-        idle = { envoyCpuMsPerS: round(idleMeters.envoy.stop().cpuMs / o.idleS, 1), sidecarCpuMsPerS: round(idleMeters.sidecar.stop().cpuMs / o.idleS, 1), sidecarProcesses: idleMeters.sidecar.processes };
+        idle = {
+          envoyCpuMsPerS: round(idleMeters.envoy.stop().cpuMs / o.idleS, 1),
+          sidecarCpuMsPerS: round(idleMeters.sidecar.stop().cpuMs / o.idleS, 1),
+          sidecarProcesses: idleMeters.sidecar.processes,
+        };
         log(`bench: idle CPU ms/s: Envoy ${idle.envoyCpuMsPerS}, sidecar ${idle.sidecarCpuMsPerS} (${idle.sidecarProcesses} processes)`);
       }
 
@@ -723,7 +845,10 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
           );
           const wallMs = performance.now() - t0;
           const steadyCpu = await window.done;
-          const m = Object.fromEntries(Object.entries(meters).map(([k, v]) => [k, v.stop()])) as Record<keyof typeof meters, ReturnType<TreeMeter['stop']>>;
+          const m = Object.fromEntries(Object.entries(meters).map(([k, v]) => [k, v.stop()])) as Record<
+            keyof typeof meters,
+            ReturnType<TreeMeter['stop']>
+          >;
           const streams = results.flatMap((r) => r.streams);
           const gaps = sortedFloat64(gapsOf(streams));
           const chunks = streams.reduce((s, r) => s + r.events.length, 0);
@@ -745,8 +870,17 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
             ttft: roundSummary(summarize(sortedFloat64(streams.filter((s) => s.ttftMs >= 0).map((s) => s.ttftMs)))),
             total: roundSummary(summarize(sortedFloat64(streams.map((s) => s.totalMs)))),
             cdf: cdfPoints(gaps),
-            cpuMs: { envoy: Math.round(m.envoy.cpuMs), sidecar: Math.round(m.sidecar.cpuMs), engines: Math.round(m.engines.cpuMs), generator: Math.round(m.generator.cpuMs + results.slice(1).reduce((s, r) => s + r.cpuMs, 0)) },
-            cpuPer1kChunks: { envoy: round(per1k(m.envoy.cpuMs), 2), sidecar: round(per1k(m.sidecar.cpuMs), 2), engines: round(per1k(m.engines.cpuMs), 2) },
+            cpuMs: {
+              envoy: Math.round(m.envoy.cpuMs),
+              sidecar: Math.round(m.sidecar.cpuMs),
+              engines: Math.round(m.engines.cpuMs),
+              generator: Math.round(m.generator.cpuMs + results.slice(1).reduce((s, r) => s + r.cpuMs, 0)),
+            },
+            cpuPer1kChunks: {
+              envoy: round(per1k(m.envoy.cpuMs), 2),
+              sidecar: round(per1k(m.sidecar.cpuMs), 2),
+              engines: round(per1k(m.engines.cpuMs), 2),
+            },
             rss: { envoyIdle: m.envoy.idleRss, envoyPeak: m.envoy.peakRss, sidecarIdle: m.sidecar.idleRss, sidecarPeak: m.sidecar.peakRss },
             sidecarBytesPerStream: Math.round((m.sidecar.peakRss - m.sidecar.idleRss) / level),
             steady: steadyCpu ? steadySummary(steadyCpu, streams, m.sidecar.cpuMs) : undefined,
@@ -762,7 +896,10 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
       }
 
       if (o.recovery > 0) recovery = await runRecovery(o, generator, tokenMs, log);
-      const problems = g.sidecar.logs().split('\n').filter((l) => /"level":(50|60)/.test(l));
+      const problems = g.sidecar
+        .logs()
+        .split('\n')
+        .filter((l) => /"level":(50|60)/.test(l));
       if (problems.length) log(`bench: the sidecar logged ${problems.length} error lines, e.g.\n${problems.slice(0, 5).join('\n')}`);
       // The crash run has its own stack: this one's processes go first (their idle cost would be noise there).
       for (const stop of stops.splice(0)) await stop().catch(() => undefined);
@@ -791,7 +928,14 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
   const result: BenchResult = {
     startedAt,
     options: { ...o, log: undefined } as Omit<BenchOptions, 'log'>,
-    machine: { loadAvgAtStart, cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? '?', node: process.version, memGiB: round(os.totalmem() / 2 ** 30, 1), envoyConcurrency: 2 },
+    machine: {
+      loadAvgAtStart,
+      cpus: os.cpus().length,
+      cpuModel: os.cpus()[0]?.model ?? '?',
+      node: process.version,
+      memGiB: round(os.totalmem() / 2 ** 30, 1),
+      envoyConcurrency: 2,
+    },
     expectedGapMs: tokenMs,
     idle,
     runs,
@@ -810,11 +954,13 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
   if (runs.length === 0) return result;
   const panels: ChartPanel[] = o.levels.map((level) => ({
     title: `${level} concurrent streams`,
-    series: runs.filter((r) => r.level === level).map((r) => ({
-      label: `${CONFIG_LABEL[r.config]}: p50 ${f1(r.gaps.p50)}, p99 ${f1(r.gaps.p99)} ms`,
-      color: CONFIG_COLOR[r.config],
-      points: r.cdf,
-    })),
+    series: runs
+      .filter((r) => r.level === level)
+      .map((r) => ({
+        label: `${CONFIG_LABEL[r.config]}: p50 ${f1(r.gaps.p50)}, p99 ${f1(r.gaps.p99)} ms`,
+        color: CONFIG_COLOR[r.config],
+        points: r.cdf,
+      })),
   }));
   const svg = cdfChart(
     'Inter-chunk gaps at the client',
@@ -835,7 +981,12 @@ function roundSummary(s: Summary): Summary {
 }
 
 export function formatTargets(targets: BenchResult['targets']): string {
-  return targets.map((t) => `- [${t.met === null ? ' ' : t.met ? 'x' : ' '}] ${t.target}: ${t.value}${t.met === false ? ' (MISSED)' : t.met ? ' (met)' : ''}`).join('\n');
+  return targets
+    .map(
+      (t) =>
+        `- [${t.met === null ? ' ' : t.met ? 'x' : ' '}] ${t.target}: ${t.value}${t.met === false ? ' (MISSED)' : t.met ? ' (met)' : ''}`,
+    )
+    .join('\n');
 }
 
 /**
@@ -844,7 +995,13 @@ export function formatTargets(targets: BenchResult['targets']): string {
  * commit point, its headers and first delta delivered) and waits for the second. Each holds its ext_proc
  * stream, its leg and the gateway's state, but no chunk is in flight: the figure the issue's target means.
  */
-async function runIdleMemory(o: BenchOptions, generator: Generator, g: Gateway, headers: Record<string, string>, log: (l: string) => void): Promise<IdleMemory> {
+async function runIdleMemory(
+  o: BenchOptions,
+  generator: Generator,
+  g: Gateway,
+  headers: Record<string, string>,
+  log: (l: string) => void,
+): Promise<IdleMemory> {
   const meter = new TreeMeter(() => [g.sidecar.pid]);
   meter.start();
   const before = meter.idleRss;
@@ -868,11 +1025,20 @@ async function runIdleMemory(o: BenchOptions, generator: Generator, g: Gateway, 
     rssIdleStreamsMiB: round(during / 2 ** 20, 1),
     kibPerStream: round((during - before) / 1024 / o.idleStreams, 1),
   };
-  log(`bench: ${o.idleStreams} idle streams: sidecar RSS ${out.rssBeforeMiB} -> ${out.rssIdleStreamsMiB} MiB, ${out.kibPerStream} KiB per stream, ${errors} errors`);
+  log(
+    `bench: ${o.idleStreams} idle streams: sidecar RSS ${out.rssBeforeMiB} -> ${out.rssIdleStreamsMiB} MiB, ${out.kibPerStream} KiB per stream, ${errors} errors`,
+  );
   try {
-    const line = execFileSync(process.execPath, ['--expose-gc', path.join(__dirname, 'idle-memory.js'), String(o.idleStreams)], { encoding: 'utf8', timeout: 120_000 });
-    out.liveKibPerStream = (JSON.parse(line.trim().split('\n').pop() ?? '{}') as { sidecarKibPerIdleStream?: number }).sidecarKibPerIdleStream;
-    log(`bench: ${o.idleStreams} idle streams, after GC: the sidecar's heap + external memory is ${out.liveKibPerStream} KiB per stream (idle-memory.js)`);
+    const line = execFileSync(process.execPath, ['--expose-gc', path.join(__dirname, 'idle-memory.js'), String(o.idleStreams)], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    out.liveKibPerStream = (
+      JSON.parse(line.trim().split('\n').pop() ?? '{}') as { sidecarKibPerIdleStream?: number }
+    ).sidecarKibPerIdleStream;
+    log(
+      `bench: ${o.idleStreams} idle streams, after GC: the sidecar's heap + external memory is ${out.liveKibPerStream} KiB per stream (idle-memory.js)`,
+    );
   } catch (e) {
     log(`bench: idle-memory.js failed: ${(e as Error).message}`);
   }
@@ -891,7 +1057,14 @@ async function runRecovery(o: BenchOptions, generator: Generator, tokenMs: numbe
   try {
     gw = await startGateway([port], o);
     const res = await generator.run(
-      { url: gw.frontUrl, concurrency: o.recovery, durationMs: 1, rampMs: o.rampMs, maxStreams: o.recovery, headers: { 'x-fake-answer-tokens': o.answerTokens } },
+      {
+        url: gw.frontUrl,
+        concurrency: o.recovery,
+        durationMs: 1,
+        rampMs: o.rampMs,
+        maxStreams: o.recovery,
+        headers: { 'x-fake-answer-tokens': o.answerTokens },
+      },
       'crash@30',
     );
     const [r, c] = o.answerTokens.split(',').map(Number);
@@ -907,8 +1080,17 @@ async function runRecovery(o: BenchOptions, generator: Generator, tokenMs: numbe
     }
     const crashGap = summarize(sortedFloat64(maxGaps));
     const crashToLeg2 = summarize(sortedFloat64(maxGaps.map((g) => g - tokenMs)));
-    log(`bench: recovery ${res.streams.length} streams, ${complete} complete, ${errs.count} errors, crash -> leg2 first delta p50 ${f1(crashToLeg2.p50)} p99 ${f1(crashToLeg2.p99)} ms`);
-    return { streams: res.streams.length, errors: errs.count, errorSamples: errs.samples, complete, crashGap: roundSummary(crashGap), crashToLeg2: roundSummary(crashToLeg2) };
+    log(
+      `bench: recovery ${res.streams.length} streams, ${complete} complete, ${errs.count} errors, crash -> leg2 first delta p50 ${f1(crashToLeg2.p50)} p99 ${f1(crashToLeg2.p99)} ms`,
+    );
+    return {
+      streams: res.streams.length,
+      errors: errs.count,
+      errorSamples: errs.samples,
+      complete,
+      crashGap: roundSummary(crashGap),
+      crashToLeg2: roundSummary(crashToLeg2),
+    };
   } finally {
     await gw?.stop().catch(() => undefined);
     await engine.stop();
@@ -939,7 +1121,9 @@ export function parseMetrics(text: string): Sample[] {
 }
 
 const metricSum = (samples: Sample[], name: string, labels: Record<string, string> = {}) =>
-  samples.filter((x) => x.name === name && Object.entries(labels).every(([k, v]) => x.labels[k] === v)).reduce((sum, x) => sum + x.value, 0);
+  samples
+    .filter((x) => x.name === name && Object.entries(labels).every(([k, v]) => x.labels[k] === v))
+    .reduce((sum, x) => sum + x.value, 0);
 
 /** The upper bound (`le`) of the bucket that holds quantile q of a histogram (summed over the other labels); NaN when empty. */
 export function histogramQuantileBound(samples: Sample[], name: string, q: number, labels: Record<string, string> = {}): number {
@@ -994,7 +1178,9 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
   let gw: Gateway | undefined;
   const polled = { limit: 0, inFlight: 0 };
   const scrape = async (): Promise<Sample[]> => {
-    const samples = parseMetrics(await (await fetch(`http://127.0.0.1:${adminPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text());
+    const samples = parseMetrics(
+      await (await fetch(`http://127.0.0.1:${adminPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text(),
+    );
     polled.limit = Math.max(polled.limit, metricSum(samples, 'gateway_reprefill_limit'));
     polled.inFlight = Math.max(polled.inFlight, metricSum(samples, 'gateway_reprefills_in_flight'));
     return samples;
@@ -1002,7 +1188,9 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
   try {
     gw = await startGateway(ports, o, { defaults: true, adminPort, onLine });
     const url = gw.frontUrl;
-    log(`bench: crash under load: ${o.crash} streams over ${o.crashEngines} engine processes (${ports.join(',')}), sidecar on its defaults (admin :${adminPort}), answer ${o.crashAnswer} at ${o.tokensPerSecond} tokens/s`);
+    log(
+      `bench: crash under load: ${o.crash} streams over ${o.crashEngines} engine processes (${ports.join(',')}), sidecar on its defaults (admin :${adminPort}), answer ${o.crashAnswer} at ${o.tokensPerSecond} tokens/s`,
+    );
     // Warm-up (JIT, connection pools): short answers, no fault.
     await generator.run({ url, concurrency: 20, durationMs: 0, maxStreams: 40, rampMs: 200, headers: { 'x-fake-answer-tokens': '5,5' } });
     const victim = engines[1];
@@ -1014,7 +1202,10 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
       log(`bench: crash under load: SIGKILL ${victim.name} (pid ${victim.pid}): ${why}`);
     };
     // Normally every stream streams long before this; if some never do, kill anyway halfway through the answers.
-    const fallback = setTimeout(() => kill('not every stream had its first delta: killed anyway'), o.rampMs + ((r + c) * tokenMs) / 2 + 1000);
+    const fallback = setTimeout(
+      () => kill('not every stream had its first delta: killed anyway'),
+      o.rampMs + ((r + c) * tokenMs) / 2 + 1000,
+    );
     let polling = true;
     const poller = (async () => {
       while (polling) {
@@ -1025,7 +1216,18 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
     let res: LoadResult;
     try {
       res = await generator.run(
-        { url, concurrency: o.crash, durationMs: 1, maxStreams: o.crash, rampMs: o.rampMs, headers: { 'x-fake-answer-tokens': o.crashAnswer }, distinctPrompt: 'Crash under load: stream', collectText: true, notifyStreaming: o.crash, streamTimeoutMs: 180_000 },
+        {
+          url,
+          concurrency: o.crash,
+          durationMs: 1,
+          maxStreams: o.crash,
+          rampMs: o.rampMs,
+          headers: { 'x-fake-answer-tokens': o.crashAnswer },
+          distinctPrompt: 'Crash under load: stream',
+          collectText: true,
+          notifyStreaming: o.crash,
+          streamTimeoutMs: 180_000,
+        },
         undefined,
         () => kill(`all ${o.crash} streams have had their first delta`),
       );
@@ -1073,7 +1275,8 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
         if (best >= 0) crashToLeg2.push(s.events[best] - killAt);
       } else if (!onVictim && s.firstDelta >= 0) {
         let g = 0;
-        for (let j = s.firstDelta + 1; j < s.events.length; j++) if (s.events[j] >= killAt && s.events[j] < killAt + 2000) g = Math.max(g, s.events[j] - s.events[j - 1]);
+        for (let j = s.firstDelta + 1; j < s.events.length; j++)
+          if (s.events[j] >= killAt && s.events[j] < killAt + 2000) g = Math.max(g, s.events[j] - s.events[j - 1]);
         othersMaxGap.push(g);
       }
     }
@@ -1083,10 +1286,18 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
     const timedOut = metricSum(samples, 'gateway_recovery_wait_seconds_count', { outcome: 'timed-out' });
     const waits = [...loggedWaits, ...new Array(Math.max(0, admitted - loggedWaits.length)).fill(0)];
     const refusals: Record<string, number> = {};
-    for (const x of samples) if (x.name === 'gateway_recovery_refusals_total' && x.value > 0) refusals[`${x.labels.reason}:${x.labels.phase}`] = x.value;
+    for (const x of samples)
+      if (x.name === 'gateway_recovery_refusals_total' && x.value > 0) refusals[`${x.labels.reason}:${x.labels.phase}`] = x.value;
     const latencyN = metricSum(samples, 'gateway_recovery_latency_seconds_count');
     // Most waiting at once: sweep over the wait intervals (an end before a start at the same ms).
-    const edges = waitIntervals.flatMap(([a, b]): Array<[number, number]> => [[a, 1], [b, -1]]).sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+    const edges = waitIntervals
+      .flatMap(
+        ([a, b]): Array<[number, number]> => [
+          [a, 1],
+          [b, -1],
+        ],
+      )
+      .sort((x, y) => x[0] - y[0] || x[1] - y[1]);
     let waiting = 0;
     let waitingMax = 0;
     for (const [, d] of edges) waitingMax = Math.max(waitingMax, (waiting += d));
@@ -1156,7 +1367,9 @@ if (require.main === module) {
   }
   runBench(o).then(
     (r) => {
-      process.stdout.write(`\n${r.table}\n\ntargets:\n${formatTargets(r.targets)}\n\nresults: ${r.outDir}${o.copyToDocs ? ' (chart copied to docs/bench/latest.svg)' : ''}\n`);
+      process.stdout.write(
+        `\n${r.table}\n\ntargets:\n${formatTargets(r.targets)}\n\nresults: ${r.outDir}${o.copyToDocs ? ' (chart copied to docs/bench/latest.svg)' : ''}\n`,
+      );
       process.exit(0);
     },
     (e) => {

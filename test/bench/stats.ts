@@ -94,7 +94,9 @@ export function cdfChart(title: string, subtitle: string, panels: ChartPanel[], 
   const W = cols * pw;
   const H = 56 + rows * ph + 30;
   const out: string[] = [];
-  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="11">`);
+  out.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="11">`,
+  );
   out.push(`<rect width="${W}" height="${H}" fill="white"/>`);
   out.push(`<text x="${W / 2}" y="20" text-anchor="middle" font-size="15" font-weight="bold">${esc(title)}</text>`);
   out.push(`<text x="${W / 2}" y="38" text-anchor="middle" fill="#555">${esc(subtitle)}</text>`);
@@ -134,7 +136,9 @@ export function cdfChart(title: string, subtitle: string, panels: ChartPanel[], 
       out.push(`<text x="${x0 + 22}" y="${y0 - h + 17 + k * 15}">${esc(s.label)}</text>`);
     });
   });
-  out.push(`<text x="8" y="${H - 8}" fill="#777">empirical CDF, x clipped at the panel's largest p99.9; dashed: expected gap ${round(expectedMs, 1)} ms</text>`);
+  out.push(
+    `<text x="8" y="${H - 8}" fill="#777">empirical CDF, x clipped at the panel's largest p99.9; dashed: expected gap ${round(expectedMs, 1)} ms</text>`,
+  );
   out.push('</svg>');
   return out.join('\n');
 }

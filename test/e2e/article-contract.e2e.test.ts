@@ -37,7 +37,7 @@ describe('model revision across legs (two replicas of different revisions: a rol
     expect(stack.records({ request_id: id, decision: 'REVISION_MISMATCH' })).toHaveLength(1);
   });
 
-  test('before the first delta a retry may land on any revision: the answer is that revision\'s, whole', async () => {
+  test("before the first delta a retry may land on any revision: the answer is that revision's, whole", async () => {
     const id = newRequestId('rev-retry');
     const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@0' });
     expectOneCompleteStream(r);
@@ -58,12 +58,16 @@ describe('routing a continuation by revision (Envoy subsets over a replica list 
   afterAll(async () => stack?.stop());
   beforeEach(() => resetFaults());
 
-  test('leg 2 lands on the other replica of leg 1\'s revision, never the failed one, and the answer is stitched', async () => {
+  test("leg 2 lands on the other replica of leg 1's revision, never the failed one, and the answer is stitched", async () => {
     const byName = Object.fromEntries(stack.engines.map((e, i) => [e.name, REVISIONS[i]]));
     const seenRevisions = new Set<string>();
     for (let k = 0; k < 8; k++) {
       const id = newRequestId(`route-rev${k}`);
-      const r = await postChat(stack.url, chatBody({}, `revision routing ${k}`), { ...SIZE, 'x-request-id': id, 'x-fake-fault': `crash@${12 + k}` });
+      const r = await postChat(stack.url, chatBody({}, `revision routing ${k}`), {
+        ...SIZE,
+        'x-request-id': id,
+        'x-fake-fault': `crash@${12 + k}`,
+      });
       expectOneCompleteStream(r);
       const [leg1, leg2] = seenFor(stack, id);
       seenRevisions.add(byName[leg1.replica]);
@@ -79,11 +83,16 @@ describe('routing a continuation by revision (Envoy subsets over a replica list 
 describe('model revision from system_fingerprint (no revision header)', () => {
   let stack: TestStack;
   beforeAll(async () => {
-    stack = await startTestStack({ perReplica: [{ revision: 'fp-1', revisionHeader: false }, { revision: 'fp-2', revisionHeader: false }] });
+    stack = await startTestStack({
+      perReplica: [
+        { revision: 'fp-1', revisionHeader: false },
+        { revision: 'fp-2', revisionHeader: false },
+      ],
+    });
   });
   afterAll(async () => stack?.stop());
 
-  test('the mismatch is seen on leg 2\'s first chunk, before anything of it is delivered', async () => {
+  test("the mismatch is seen on leg 2's first chunk, before anything of it is delivered", async () => {
     const id = newRequestId('fp');
     const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@15' });
     expectInterruption(r, 'model-revision-mismatch');
@@ -122,7 +131,10 @@ describe('idempotent tool-call ids (official openai npm client)', () => {
   async function toolCallIds(headers: Record<string, string>): Promise<string[]> {
     const client = new OpenAI({ baseURL: `${stack.url}/v1`, apiKey: 'test-key', maxRetries: 0 });
     const tools = TOOLS.tools as OpenAI.Chat.Completions.ChatCompletionTool[];
-    const stream = await client.chat.completions.create({ model: 'test-model', stream: true, messages: [{ role: 'user', content: 'weather?' }], tools }, { headers });
+    const stream = await client.chat.completions.create(
+      { model: 'test-model', stream: true, messages: [{ role: 'user', content: 'weather?' }], tools },
+      { headers },
+    );
     const ids: string[] = [];
     for await (const c of stream) for (const t of c.choices[0]?.delta?.tool_calls ?? []) if (t.id) ids.push(t.id);
     return ids;
@@ -139,16 +151,21 @@ describe('idempotent tool-call ids (official openai npm client)', () => {
 
   test('the same across an invisible retry inside the gateway (the engine named the call anew)', async () => {
     const key = `invisible-${Date.now()}`;
-    const ids = await toolCallIds({ 'Idempotency-Key': key, 'x-fake-fault': 'crash-before-headers', 'x-request-id': newRequestId('tool-retry'), ...SIZE });
+    const ids = await toolCallIds({
+      'Idempotency-Key': key,
+      'x-fake-fault': 'crash-before-headers',
+      'x-request-id': newRequestId('tool-retry'),
+      ...SIZE,
+    });
     expect(ids).toEqual([toolCallId(key, 0)]);
   });
 
-  test('failing that, the client\'s own X-Request-Id', async () => {
+  test("failing that, the client's own X-Request-Id", async () => {
     const rid = newRequestId('tool-rid');
     expect(await toolCallIds({ 'x-request-id': rid, ...SIZE })).toEqual([toolCallId(rid, 0)]);
   });
 
-  test('without either header the engine\'s ids pass unchanged (Envoy\'s generated request id is not used)', async () => {
+  test("without either header the engine's ids pass unchanged (Envoy's generated request id is not used)", async () => {
     const a = await toolCallIds({ ...SIZE });
     const b = await toolCallIds({ ...SIZE });
     expect(a).toHaveLength(1);

@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { parseOptions, runBench, type BenchResult } from '../bench/run';
+import { type BenchResult, parseOptions, runBench } from '../bench/run';
 
 jest.setTimeout(180_000);
 
@@ -18,7 +18,35 @@ describe('benchmark smoke (npm run bench at toy scale)', () => {
   beforeAll(async () => {
     out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-smoke-'));
     const o = parseOptions(
-      ['--levels', '10,20', '--duration', '2', '--tps', '50', '--answer', '5,10', '--engines', '1', '--recovery', '3', '--crash', '20', '--crash-answer', '5,75', '--idle-streams', '20', '--ramp-ms', '200', '--pause-ms', '200', '--idle-s', '0', '--out', out, '--no-docs'],
+      [
+        '--levels',
+        '10,20',
+        '--duration',
+        '2',
+        '--tps',
+        '50',
+        '--answer',
+        '5,10',
+        '--engines',
+        '1',
+        '--recovery',
+        '3',
+        '--crash',
+        '20',
+        '--crash-answer',
+        '5,75',
+        '--idle-streams',
+        '20',
+        '--ramp-ms',
+        '200',
+        '--pause-ms',
+        '200',
+        '--idle-s',
+        '0',
+        '--out',
+        out,
+        '--no-docs',
+      ],
       {},
     );
     result = await runBench({ ...o, log: (l) => lines.push(l) });
@@ -61,7 +89,12 @@ describe('benchmark smoke (npm run bench at toy scale)', () => {
   it('crash under load: one of 4 engine processes SIGKILLed under 20 streams, sidecar defaults: every stream complete, measured from both sides', () => {
     const k = result.crash;
     expect(k).toBeDefined();
-    expect({ complete: k?.complete, errors: k?.errors, samples: k?.errorSamples, wrongText: k?.wrongText }).toEqual({ complete: 20, errors: 0, samples: [], wrongText: 0 });
+    expect({ complete: k?.complete, errors: k?.errors, samples: k?.errorSamples, wrongText: k?.wrongText }).toEqual({
+      complete: 20,
+      errors: 0,
+      samples: [],
+      wrongText: 0,
+    });
     expect(k?.completePercent).toBe(100);
     expect(k?.streamingAtKill).toBe(20);
     expect(k?.engines).toBe(4);

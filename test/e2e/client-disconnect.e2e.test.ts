@@ -16,7 +16,11 @@ beforeAll(async () => {
 afterAll(async () => stack?.stop());
 beforeEach(() => resetFaults());
 
-async function disconnectAfterFirstBytes(headers: Record<string, string>, waitForBytes: boolean, thenWaitMs = 0): Promise<{ id: string; abortedAt: number }> {
+async function disconnectAfterFirstBytes(
+  headers: Record<string, string>,
+  waitForBytes: boolean,
+  thenWaitMs = 0,
+): Promise<{ id: string; abortedAt: number }> {
   const id = newRequestId('disconnect');
   const ac = new AbortController();
   const pending = request(`${stack.url}/v1/chat/completions`, {

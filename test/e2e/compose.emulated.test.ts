@@ -15,7 +15,7 @@ import { parse } from 'yaml';
 import { repoRoot } from '../../src/stack/envoy-config';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { buildRuntimeImage, type RuntimeImage } from '../support/emulation/image';
-import { canSwitchUid, Sandbox, sandboxUnavailableReason, type ProcessSpec } from '../support/emulation/sandbox';
+import { canSwitchUid, type ProcessSpec, Sandbox, sandboxUnavailableReason } from '../support/emulation/sandbox';
 import { expectOneCompleteStream } from './helpers';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -61,14 +61,23 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
     }
     expect(s.image).toMatch(/^envoyproxy\/envoy:/);
     // Volumes: the container path in the command stands for the mounted host file.
-    const mounts = new Map<string, string>((s.volumes ?? []).map((v: string) => {
-      const [host, container] = v.split(':');
-      return [container, path.resolve(DEPLOY, host)] as [string, string];
-    }));
+    const mounts = new Map<string, string>(
+      (s.volumes ?? []).map((v: string) => {
+        const [host, container] = v.split(':');
+        return [container, path.resolve(DEPLOY, host)] as [string, string];
+      }),
+    );
     const argv = (s.command as string[]).map((a) => mounts.get(a) ?? a);
     expect(argv[0]).toBe('envoy');
     argv[0] = process.env.ENVOY_BIN!;
-    return { name, sandbox: sandboxOf(name), argv, env: { PATH: basePath, ...(s.environment ?? {}) }, cwd: tmp, ...(canSwitchUid() ? { uid: ENVOY_IMAGE_UID, gid: ENVOY_IMAGE_UID } : {}) };
+    return {
+      name,
+      sandbox: sandboxOf(name),
+      argv,
+      env: { PATH: basePath, ...(s.environment ?? {}) },
+      cwd: tmp,
+      ...(canSwitchUid() ? { uid: ENVOY_IMAGE_UID, gid: ENVOY_IMAGE_UID } : {}),
+    };
   }
 
   async function healthcheck(name: string): Promise<number | null> {
@@ -100,7 +109,10 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
     image = buildRuntimeImage(tmp);
     const own = Object.keys(services).filter((n) => sandboxOf(n) === n);
     const published = (services.envoy.ports as string[]).map((p) => Number(p.split(':')[1]));
-    sb = await Sandbox.start(own.map((n) => ({ name: n, hostnames: [n] })), published.map((port) => ({ sandbox: 'envoy', port })));
+    sb = await Sandbox.start(
+      own.map((n) => ({ name: n, hostnames: [n] })),
+      published.map((port) => ({ sandbox: 'envoy', port })),
+    );
     for (const n of Object.keys(services)) specs.set(n, processSpec(n));
     // depends_on: the replicas (service_healthy) before Envoy, Envoy before the sidecar.
     for (const n of ['replica-a', 'replica-b']) await sb.startProcess(specs.get(n)!);
@@ -116,7 +128,17 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
     // Envoy health-checks the sidecar every second before routing chat requests to it (fail-open before).
     const t0 = Date.now();
     for (;;) {
-      const r = await sb.exec({ sandbox: 'envoy', argv: [process.execPath, '-e', "fetch('http://127.0.0.1:9901/clusters').then(r=>r.text()).then(t=>process.exit(/ext_proc::127.0.0.1:50051::health_flags::healthy/.test(t)?0:1),()=>process.exit(1))"], env: {}, cwd: tmp, timeoutMs: 3000 });
+      const r = await sb.exec({
+        sandbox: 'envoy',
+        argv: [
+          process.execPath,
+          '-e',
+          "fetch('http://127.0.0.1:9901/clusters').then(r=>r.text()).then(t=>process.exit(/ext_proc::127.0.0.1:50051::health_flags::healthy/.test(t)?0:1),()=>process.exit(1))",
+        ],
+        env: {},
+        cwd: tmp,
+        timeoutMs: 3000,
+      });
       if (r.code === 0 || Date.now() - t0 > 15_000) break;
       await new Promise((r) => setTimeout(r, 250));
     }
@@ -139,7 +161,7 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
     expect(fs.existsSync(path.join(image.app, 'node_modules', 'pino'))).toBe(true);
   });
 
-  test('the healthcheck commands: each replica\'s, and the image\'s HEALTHCHECK in the sidecar', async () => {
+  test("the healthcheck commands: each replica's, and the image's HEALTHCHECK in the sidecar", async () => {
     expect(await healthcheck('replica-a')).toBe(0);
     expect(await healthcheck('replica-b')).toBe(0);
     const p = specs.get('sidecar')!;
@@ -173,7 +195,13 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
       expect(r.content).toBe(reference.content);
     }
     // The sidecar continued the streams that were on replica-a (round robin put some of them there).
-    const metrics = await sb.exec({ sandbox: 'envoy', argv: [process.execPath, '-e', "fetch('http://127.0.0.1:9090/metrics').then(r=>r.text()).then(t=>{process.stdout.write(t)})"], env: {}, cwd: tmp, timeoutMs: 5000 });
+    const metrics = await sb.exec({
+      sandbox: 'envoy',
+      argv: [process.execPath, '-e', "fetch('http://127.0.0.1:9090/metrics').then(r=>r.text()).then(t=>{process.stdout.write(t)})"],
+      env: {},
+      cwd: tmp,
+      timeoutMs: 5000,
+    });
     expect(metrics.output).toMatch(/gateway_recoveries_total\{kind="continuation",outcome="succeeded"\} [1-9]/);
     // docker compose start replica-a
     await sb.startProcess(specs.get('replica-a')!);

@@ -3,7 +3,7 @@
 // Skipped (with the reason printed) when no Docker engine is reachable.
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
-import { DockerComposeEnvironment, Wait, type StartedDockerComposeEnvironment } from 'testcontainers';
+import { DockerComposeEnvironment, type StartedDockerComposeEnvironment, Wait } from 'testcontainers';
 import { repoRoot } from '../../src/stack/envoy-config';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { expectOneCompleteStream } from './helpers';
@@ -17,7 +17,7 @@ const DEPLOY = path.join(repoRoot(), 'deploy');
 function dockerUnavailableReason(): string | null {
   const probe =
     "require('testcontainers').getContainerRuntimeClient()" +
-    ".then(()=>process.exit(0),e=>{process.stderr.write(String(e&&e.message||e));process.exit(1)})";
+    '.then(()=>process.exit(0),e=>{process.stderr.write(String(e&&e.message||e));process.exit(1)})';
   const r = spawnSync(process.execPath, ['-e', probe], { timeout: 30_000, encoding: 'utf8' });
   if (r.status === 0) return null;
   return (r.stderr || r.error?.message || `probe exited with ${r.status ?? r.signal}`).trim().split('\n')[0];

@@ -5,8 +5,8 @@
 // engine gives uninterrupted (the fake engine's answer is a pure function of the conversation).
 import { answerFor } from '../../src/fake-engine/answer';
 import { reprefillLimit } from '../../src/recovery/admission-policy';
-import { chatBody, postChat, newRequestId, type ClientResult } from '../support/client';
-import { startReplicaProcesses, stopReplicaProcesses, type ReplicaProcess } from '../support/replica-processes';
+import { type ClientResult, chatBody, newRequestId, postChat } from '../support/client';
+import { type ReplicaProcess, startReplicaProcesses, stopReplicaProcesses } from '../support/replica-processes';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectOneCompleteStream } from './helpers';
 
@@ -22,7 +22,11 @@ let stack: TestStack | undefined;
 
 async function startChaos(n = 4): Promise<TestStack> {
   replicas = await startReplicaProcesses(n);
-  stack = await startTestStack({ routerTier: replicas.map((r) => ({ host: '127.0.0.1', port: r.port })), productionDefaults: true, env: { LOG_LEVEL: 'info' } });
+  stack = await startTestStack({
+    routerTier: replicas.map((r) => ({ host: '127.0.0.1', port: r.port })),
+    productionDefaults: true,
+    env: { LOG_LEVEL: 'info' },
+  });
   return stack;
 }
 
@@ -72,8 +76,19 @@ function expectedAnswer(body: any): string {
 
 /** Every stream complete: the uninterrupted text, one id, one finish_reason, [DONE]. */
 function expectEveryStreamComplete(runs: Run[]): void {
-  const broken = runs.filter(({ r, body }) => r.status !== 200 || r.errors.length > 0 || r.finishReasons.length !== 1 || r.reasoning + r.content !== expectedAnswer(body));
-  expect(broken.map(({ id, r }) => ({ id, status: r.status, errors: r.errors.map((e) => e.reason), finish: r.finishReasons, transport: r.transportError }))).toEqual([]);
+  const broken = runs.filter(
+    ({ r, body }) =>
+      r.status !== 200 || r.errors.length > 0 || r.finishReasons.length !== 1 || r.reasoning + r.content !== expectedAnswer(body),
+  );
+  expect(
+    broken.map(({ id, r }) => ({
+      id,
+      status: r.status,
+      errors: r.errors.map((e) => e.reason),
+      finish: r.finishReasons,
+      transport: r.transportError,
+    })),
+  ).toEqual([]);
   for (const { r } of runs) expectOneCompleteStream(r);
 }
 
@@ -109,7 +124,11 @@ const countDecisions = (s: TestStack, decision: string) => s.logs.filter((l) => 
 /** The most re-prefills the default settings allow with STREAMS streams in progress (the limit follows them). */
 function limitAtFullLoad(s: TestStack): number {
   const c = s.sidecar!.ctx.config;
-  return reprefillLimit(STREAMS, { maxConcurrent: c.recoveryMaxConcurrent, percent: c.recoveryBudgetPercent, floor: c.recoveryMinConcurrent });
+  return reprefillLimit(STREAMS, {
+    maxConcurrent: c.recoveryMaxConcurrent,
+    percent: c.recoveryBudgetPercent,
+    floor: c.recoveryMinConcurrent,
+  });
 }
 
 test(`SIGKILL of one of 4 replicas under ${STREAMS} streams: every stream completes, the text identical to an uninterrupted answer`, async () => {

@@ -70,7 +70,21 @@ describe('with continuation (MAX_ATTEMPTS=2)', () => {
   });
 
   test('every fault kind after the first delta ends with finish_reason or the interruption event', async () => {
-    for (const fault of ['crash@10', 'fin@10', 'eof@10', 'stall@10', 'error@10', 'abort@10', 'crash@10;crash@3', 'crash@10;fin@3', 'crash@10;eof@3', 'crash@10;error@3', 'crash@10;abort@3', 'crash@10;status@503;status@503;status@503', 'crash@10;status@500']) {
+    for (const fault of [
+      'crash@10',
+      'fin@10',
+      'eof@10',
+      'stall@10',
+      'error@10',
+      'abort@10',
+      'crash@10;crash@3',
+      'crash@10;fin@3',
+      'crash@10;eof@3',
+      'crash@10;error@3',
+      'crash@10;abort@3',
+      'crash@10;status@503;status@503;status@503',
+      'crash@10;status@500',
+    ]) {
       resetFaults();
       const id = newRequestId();
       const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': fault });
@@ -86,7 +100,10 @@ describe('with continuation (MAX_ATTEMPTS=2)', () => {
     const { default: OpenAI } = await import('openai');
     const client = new OpenAI({ baseURL: `${stack.url}/v1`, apiKey: 'test-key', maxRetries: 0 });
     const ref = await uninterrupted(stack, chatBody(), SIZE);
-    const stream = await client.chat.completions.create({ model: 'test-model', stream: true, messages: [{ role: 'user', content: 'Tell me about continuation.' }] }, { headers: { ...SIZE, 'x-fake-fault': 'crash@40' } });
+    const stream = await client.chat.completions.create(
+      { model: 'test-model', stream: true, messages: [{ role: 'user', content: 'Tell me about continuation.' }] },
+      { headers: { ...SIZE, 'x-fake-fault': 'crash@40' } },
+    );
     let content = '';
     const finish: string[] = [];
     for await (const chunk of stream) {
@@ -97,7 +114,10 @@ describe('with continuation (MAX_ATTEMPTS=2)', () => {
     expect(finish).toEqual(['stop']);
 
     resetFaults();
-    const broken = await client.chat.completions.create({ model: 'test-model', stream: true, messages: [{ role: 'user', content: 'Tell me about continuation.' }], ...TOOLS } as any, { headers: { ...SIZE, 'x-fake-fault': 'crash@34' } });
+    const broken = await client.chat.completions.create(
+      { model: 'test-model', stream: true, messages: [{ role: 'user', content: 'Tell me about continuation.' }], ...TOOLS } as any,
+      { headers: { ...SIZE, 'x-fake-fault': 'crash@34' } },
+    );
     let caught: any = null;
     try {
       for await (const _ of broken as any) void _;
@@ -134,7 +154,9 @@ describe('continuation disabled, tight stall bound', () => {
 describe('leg2 stall bound and buffering modes', () => {
   let stack: TestStack;
   beforeAll(async () => {
-    stack = await startTestStack({ env: { MAX_STALL_SECONDS: '2', BUFFER_TOOL_CALLS: 'true', BUFFER_STRUCTURED_OUTPUT: 'true', MAX_ATTEMPTS: '2' } });
+    stack = await startTestStack({
+      env: { MAX_STALL_SECONDS: '2', BUFFER_TOOL_CALLS: 'true', BUFFER_STRUCTURED_OUTPUT: 'true', MAX_ATTEMPTS: '2' },
+    });
   });
   afterAll(async () => stack?.stop());
   beforeEach(() => resetFaults());
@@ -201,7 +223,12 @@ describe('recovery admission: re-prefill slots and the waiting queue', () => {
     // Each stream crashes after its first deltas; each leg2 takes 1.5 s to its first token, holding the slot.
     const runs = Array.from({ length: 6 }, (_, k) => {
       const id = newRequestId('burst');
-      return postChat(stack.url, chatBody({}, `burst ${k}`), { ...SIZE, 'x-request-id': id, 'x-fake-token-ms': '15', 'x-fake-fault': `crash@5;slow@1500${';-'.repeat(k)}` }).then((r) => ({ id, r }));
+      return postChat(stack.url, chatBody({}, `burst ${k}`), {
+        ...SIZE,
+        'x-request-id': id,
+        'x-fake-token-ms': '15',
+        'x-fake-fault': `crash@5;slow@1500${';-'.repeat(k)}`,
+      }).then((r) => ({ id, r }));
     });
     const results = await Promise.all(runs);
     const completed = results.filter(({ r }) => r.finishReasons.length === 1);
@@ -211,7 +238,9 @@ describe('recovery admission: re-prefill slots and the waiting queue', () => {
     expect(timedOut.length).toBeGreaterThanOrEqual(1);
     expect(completed.length + timedOut.length).toBe(6);
     for (const { r } of timedOut) expectInterruption(r, 'recovery-queue-timeout');
-    expect(stack.logs.filter((l) => l.decision === 'RECOVERY_REFUSED' && l.reason === 'queue-timeout' && l.phase === 'decode').length).toBe(timedOut.length);
+    expect(stack.logs.filter((l) => l.decision === 'RECOVERY_REFUSED' && l.reason === 'queue-timeout' && l.phase === 'decode').length).toBe(
+      timedOut.length,
+    );
     expect(stack.logs.filter((l) => l.decision === 'RECOVERY_ADMITTED' && l.waited_ms > 0).length).toBeGreaterThanOrEqual(1);
     expect(await metric('gateway_reprefills_in_flight_peak')).toBe(1);
     expect(await metric('gateway_reprefills_in_flight')).toBe(0);
@@ -221,7 +250,11 @@ describe('recovery admission: re-prefill slots and the waiting queue', () => {
   test('before the first delta, a retry that cannot get a slot in time is an HTTP 503 with Retry-After, never 200 and a reset', async () => {
     const runs = Array.from({ length: 4 }, (_, k) => {
       const id = newRequestId('burst0');
-      return postChat(stack.url, chatBody({}, `prefill burst ${k}`), { ...SIZE, 'x-request-id': id, 'x-fake-fault': `crash@0;slow@1500${';-'.repeat(k)}` }).then((r) => ({ id, r }));
+      return postChat(stack.url, chatBody({}, `prefill burst ${k}`), {
+        ...SIZE,
+        'x-request-id': id,
+        'x-fake-fault': `crash@0;slow@1500${';-'.repeat(k)}`,
+      }).then((r) => ({ id, r }));
     });
     const results = await Promise.all(runs);
     const retried = results.filter(({ r }) => r.finishReasons.length === 1);
@@ -232,7 +265,12 @@ describe('recovery admission: re-prefill slots and the waiting queue', () => {
     for (const { id, r } of refused) {
       expect(r.transportError).toBeNull();
       expect(Number(r.headers['retry-after'])).toBeGreaterThanOrEqual(1);
-      expect(JSON.parse(r.raw).error).toMatchObject({ code: 'recovery_unavailable', request_id: id, retryable: true, reason: 'reset:recovery-queue-timeout' });
+      expect(JSON.parse(r.raw).error).toMatchObject({
+        code: 'recovery_unavailable',
+        request_id: id,
+        retryable: true,
+        reason: 'reset:recovery-queue-timeout',
+      });
     }
     expect(stack.logs.filter((l) => l.decision === 'RECOVERY_REFUSED' && l.phase === 'prefill').length).toBe(refused.length);
   });

@@ -1,9 +1,9 @@
-import { waitForExtProcHealth } from '../../src/stack/envoy-process';
 // Graceful shutdown through the real Envoy: Sidecar.drain() turns readiness and gRPC health off, passes new
 // requests through (native proxying), lets the stream in flight finish, then closes; past the deadline it
 // closes anyway.
 import * as grpc from '@grpc/grpc-js';
 import { EXT_PROC_SERVICE, healthServiceDefinition } from '../../src/extproc/health';
+import { waitForExtProcHealth } from '../../src/stack/envoy-process';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectOneCompleteStream, seenFor } from './helpers';
@@ -106,7 +106,9 @@ describe('drain deadline', () => {
     // Cut short, but never silently: the interruption event, then [DONE].
     expect(r.finishReasons).toEqual([]);
     expect(r.transportError).toBeNull();
-    expect(r.errors).toEqual([expect.objectContaining({ code: 'upstream_decode_interrupted', reason: 'gateway-shutdown', partial_output: true })]);
+    expect(r.errors).toEqual([
+      expect.objectContaining({ code: 'upstream_decode_interrupted', reason: 'gateway-shutdown', partial_output: true }),
+    ]);
     expect(r.done).toBe(true);
   });
 });

@@ -34,8 +34,14 @@ interface RqPerCx {
 }
 
 async function rqPerCx(): Promise<RqPerCx> {
-  const res = await fetch(`${stack.envoy.adminUrl}/stats?format=json&filter=^cluster\\.ext_proc\\.upstream_rq_per_cx$&histogram_buckets=detailed`);
-  const json = (await res.json()) as { stats: Array<{ histograms?: { details: Array<{ totals: Array<{ count: number }>; percentiles: Array<{ cumulative: number | null }> }> } }> };
+  const res = await fetch(
+    `${stack.envoy.adminUrl}/stats?format=json&filter=^cluster\\.ext_proc\\.upstream_rq_per_cx$&histogram_buckets=detailed`,
+  );
+  const json = (await res.json()) as {
+    stats: Array<{
+      histograms?: { details: Array<{ totals: Array<{ count: number }>; percentiles: Array<{ cumulative: number | null }> }> };
+    }>;
+  };
   const h = json.stats.find((s) => s.histograms)?.histograms?.details[0];
   if (!h) throw new Error(`no upstream_rq_per_cx histogram in: ${JSON.stringify(json)}`);
   return { samples: h.totals.reduce((n, b) => n + b.count, 0), max: h.percentiles.at(-1)?.cumulative ?? null };
@@ -52,7 +58,8 @@ async function maxStreamsPerConnection(closed: number, timeoutMs = 20_000): Prom
   for (;;) {
     const h = await rqPerCx();
     if (h.max !== null && h.samples >= closed) return h.max;
-    if (Date.now() > deadline) throw new Error(`upstream_rq_per_cx has ${h.samples} of ${closed} closed connections after ${timeoutMs} ms (max ${h.max})`);
+    if (Date.now() > deadline)
+      throw new Error(`upstream_rq_per_cx has ${h.samples} of ${closed} closed connections after ${timeoutMs} ms (max ${h.max})`);
     await new Promise((r) => setTimeout(r, 250));
   }
 }
@@ -65,7 +72,12 @@ describe('ext_proc connection churn', () => {
     session.on('error', () => undefined);
     let opened = 0;
     for (let i = 0; i < 1200 && !session.closed && !session.destroyed; i++) {
-      const s = session.request({ ':method': 'POST', ':path': '/envoy.service.ext_proc.v3.ExternalProcessor/Process', 'content-type': 'application/grpc', te: 'trailers' });
+      const s = session.request({
+        ':method': 'POST',
+        ':path': '/envoy.service.ext_proc.v3.ExternalProcessor/Process',
+        'content-type': 'application/grpc',
+        te: 'trailers',
+      });
       s.on('error', () => undefined);
       s.close(http2.constants.NGHTTP2_CANCEL);
       opened++;
@@ -99,7 +111,8 @@ describe('ext_proc connection churn', () => {
               body,
             });
             const text = await res.body.text();
-            if (res.statusCode !== 200 || !text.includes('"finish_reason":"stop"') || !text.endsWith('data: [DONE]\n\n')) failures.push(`${res.statusCode} ${text.length}B`);
+            if (res.statusCode !== 200 || !text.includes('"finish_reason":"stop"') || !text.endsWith('data: [DONE]\n\n'))
+              failures.push(`${res.statusCode} ${text.length}B`);
           } catch (e) {
             failures.push(String(e));
           }

@@ -1,8 +1,8 @@
 // Shared assertions for the end-to-end suites: what the engines saw for a request, and the uninterrupted
 // answer a recovered stream must equal.
 import type { SeenRequest } from '../../src/fake-engine/server';
+import { type ClientResult, postChat } from '../support/client';
 import type { TestStack } from '../support/stack';
-import { postChat, type ClientResult } from '../support/client';
 
 /** Every upstream request the replicas saw for a client request id (leg1, retries `-aN`, leg2 `-c1`). */
 export function seenFor(stack: TestStack, requestId: string): SeenRequest[] {

@@ -96,7 +96,13 @@ describe('default timers (headers timeout 60 s, no first-delta timeout, stall ti
     const seen = seenFor(stack, id);
     if (status === 503) {
       expect(seen.map((q) => q.headers['x-request-id'])).toEqual([id, `${id}-a2`]);
-      expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'failed-before-first-delta', reason: 'overloaded:attempts-exhausted', upstream_status: 503, legs: 2, attempt: 2 });
+      expect(await stack.waitForEnd(id)).toMatchObject({
+        outcome: 'failed-before-first-delta',
+        reason: 'overloaded:attempts-exhausted',
+        upstream_status: 503,
+        legs: 2,
+        attempt: 2,
+      });
     } else {
       expect(seen).toHaveLength(1);
       expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'passed-through-status', upstream_status: status, legs: 1, attempt: 1 });
@@ -210,7 +216,12 @@ describe('UPSTREAM_HEADERS_TIMEOUT_SECONDS=1, MAX_ATTEMPTS=2: an upstream that n
     expect(await eventually(() => seen.every((s) => s.clientAborted))).toBe(true);
     // ttfd_ms, not first_delta_sent: request_end reports first_delta_sent=true for a 504 the sidecar wrote
     // itself (it logs Delivery.committed, which respond() sets); see the report.
-    expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'failed-before-first-delta', reason: 'headers-timeout:attempts-exhausted', attempt: 2, ttfd_ms: null });
+    expect(await stack.waitForEnd(id)).toMatchObject({
+      outcome: 'failed-before-first-delta',
+      reason: 'headers-timeout:attempts-exhausted',
+      attempt: 2,
+      ttfd_ms: null,
+    });
   });
 });
 

@@ -4,9 +4,10 @@
 // With it, the overload manager resets the streams holding the most memory when Envoy's heap nears the cap:
 // Envoy stays under the cap, every non-reading client is cut, and the reading clients get their whole
 // answers on their first leg.
-import { request } from 'undici';
+
 import fs from 'node:fs';
 import net from 'node:net';
+import { request } from 'undici';
 import { answerFor } from '../../src/fake-engine/answer';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
@@ -42,7 +43,7 @@ describe('clients that do not read, against the memory cap', () => {
     };
     const stat = async (name: string): Promise<number> => {
       const text = await admin(`/stats?filter=^${name.replace(/\./g, '\\.')}$`);
-      return Number(new RegExp(`: (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+      return Number(/: (\d+)$/m.exec(text)?.[1] ?? 0);
     };
     const heap = async () => Number(JSON.parse(await admin('/memory')).allocated);
     const rss0 = rssBytes(stack.envoy.pid);
@@ -110,7 +111,10 @@ class NonReader {
   private readonly parts: Buffer[] = [];
   private readonly closed: Promise<void>;
 
-  constructor(port: number, readonly id: string) {
+  constructor(
+    port: number,
+    readonly id: string,
+  ) {
     this.socket = net.connect(port, '127.0.0.1');
     this.socket.pause();
     this.closed = new Promise((resolve) => {
@@ -128,7 +132,11 @@ class NonReader {
       'x-fake-token-ms': '0',
       'x-fake-burst': '200',
     };
-    this.socket.write(`POST /v1/chat/completions HTTP/1.1\r\n${Object.entries(head).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n${body}`);
+    this.socket.write(
+      `POST /v1/chat/completions HTTP/1.1\r\n${Object.entries(head)
+        .map(([k, v]) => `${k}: ${v}\r\n`)
+        .join('')}\r\n${body}`,
+    );
   }
 
   /** Reads what Envoy still has for us, until the connection ends (or timeoutMs). */

@@ -12,7 +12,7 @@ import { parseAllDocuments } from 'yaml';
 import { repoRoot } from '../../src/stack/envoy-config';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { buildRuntimeImage, type RuntimeImage } from '../support/emulation/image';
-import { canSwitchUid, Sandbox, sandboxUnavailableReason, type ProcessSpec } from '../support/emulation/sandbox';
+import { canSwitchUid, type ProcessSpec, Sandbox, sandboxUnavailableReason } from '../support/emulation/sandbox';
 import { expectOneCompleteStream } from './helpers';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -23,7 +23,9 @@ const unavailable = sandboxUnavailableReason();
 if (unavailable) process.stderr.write(`pod.emulated: SKIPPED, ${unavailable}\n`);
 const describeIf = unavailable ? describe.skip : describe;
 
-const docs = ['gateway.yaml', 'envoy-configmap.yaml'].flatMap((f) => parseAllDocuments(fs.readFileSync(path.join(K8S, f), 'utf8')).map((d) => d.toJS()));
+const docs = ['gateway.yaml', 'envoy-configmap.yaml'].flatMap((f) =>
+  parseAllDocuments(fs.readFileSync(path.join(K8S, f), 'utf8')).map((d) => d.toJS()),
+);
 
 describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
   const dep = docs.find((d) => d.kind === 'Deployment');
@@ -31,7 +33,8 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
   const sidecar = pod.initContainers[0];
   const envoy = pod.containers.find((c: any) => c.name === 'envoy');
   const cm = docs.find((d) => d.kind === 'ConfigMap');
-  const routerHost = JSON.parse(cm.data['envoy.json']).static_resources.clusters.find((c: any) => c.name === 'router_tier').load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
+  const routerHost = JSON.parse(cm.data['envoy.json']).static_resources.clusters.find((c: any) => c.name === 'router_tier').load_assignment
+    .endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
   let sb: Sandbox;
   let image: RuntimeImage;
   let tmp: string;
@@ -41,7 +44,8 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
   const basePath = `${path.dirname(process.execPath)}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
   const envOf = (c: any): Record<string, string> => Object.fromEntries((c.env ?? []).map((e: any) => [e.name, e.value]));
   const mountPath = (p: string) => p.replace(/^\/etc\/envoy\//, `${configDir}/`);
-  const portOf = (c: any, port: string | number): number => (typeof port === 'number' ? port : c.ports.find((p: any) => p.name === port).containerPort);
+  const portOf = (c: any, port: string | number): number =>
+    typeof port === 'number' ? port : c.ports.find((p: any) => p.name === port).containerPort;
 
   async function probe(c: any, p: any): Promise<number | null> {
     return (await sb.httpGet('pod', portOf(c, p.httpGet.port), p.httpGet.path)).status;
@@ -50,7 +54,8 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
   async function until(what: string, f: () => Promise<boolean>, timeoutMs: number): Promise<void> {
     const t0 = Date.now();
     while (!(await f())) {
-      if (Date.now() - t0 > timeoutMs) throw new Error(`${what} within ${timeoutMs} ms; sidecar:\n${sb.log('sidecar')}\nenvoy:\n${sb.log('envoy')}`);
+      if (Date.now() - t0 > timeoutMs)
+        throw new Error(`${what} within ${timeoutMs} ms; sidecar:\n${sb.log('sidecar')}\nenvoy:\n${sb.log('envoy')}`);
       await new Promise((r) => setTimeout(r, 200));
     }
   }
@@ -70,7 +75,26 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
       [{ sandbox: 'pod', port: 8080 }],
     );
     // The router Service: a fake SGLang engine from the same image.
-    specs.set('router', { name: 'router', sandbox: 'router', argv: [process.execPath, 'dist/src/fake-engine/main.js', '--port', String(routerHost.port_value), '--host', '0.0.0.0', '--name', 'router', '--dialect', 'sglang', '--token-ms', '40'], env: { PATH: basePath }, cwd: image.app });
+    specs.set('router', {
+      name: 'router',
+      sandbox: 'router',
+      argv: [
+        process.execPath,
+        'dist/src/fake-engine/main.js',
+        '--port',
+        String(routerHost.port_value),
+        '--host',
+        '0.0.0.0',
+        '--name',
+        'router',
+        '--dialect',
+        'sglang',
+        '--token-ms',
+        '40',
+      ],
+      env: { PATH: basePath },
+      cwd: image.app,
+    });
     specs.set('sidecar', {
       name: 'sidecar',
       sandbox: 'pod',
@@ -91,15 +115,37 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
     await sb.startProcess(specs.get('router')!);
     // Native sidecar: started, and startup-probed, before the main container.
     await sb.startProcess(specs.get('sidecar')!);
-    await until('sidecar startup probe', async () => (await probe(sidecar, sidecar.startupProbe)) === 200, sidecar.startupProbe.failureThreshold * sidecar.startupProbe.periodSeconds * 1000);
+    await until(
+      'sidecar startup probe',
+      async () => (await probe(sidecar, sidecar.startupProbe)) === 200,
+      sidecar.startupProbe.failureThreshold * sidecar.startupProbe.periodSeconds * 1000,
+    );
     await sb.startProcess(specs.get('envoy')!);
-    await until('envoy startup probe', async () => (await probe(envoy, envoy.startupProbe)) === 200, envoy.startupProbe.failureThreshold * envoy.startupProbe.periodSeconds * 1000);
+    await until(
+      'envoy startup probe',
+      async () => (await probe(envoy, envoy.startupProbe)) === 200,
+      envoy.startupProbe.failureThreshold * envoy.startupProbe.periodSeconds * 1000,
+    );
     url = sb.url('pod', 8080);
     // Envoy routes chat requests to ext_proc once its gRPC health check has seen the sidecar (fail-open before).
-    await until('ext_proc healthy in Envoy', async () => {
-      const r = await sb.exec({ sandbox: 'pod', argv: [process.execPath, '-e', "fetch('http://127.0.0.1:9901/clusters').then(r=>r.text()).then(t=>process.exit(/ext_proc::127.0.0.1:50051::health_flags::healthy/.test(t)?0:1),()=>process.exit(1))"], env: {}, cwd: tmp, timeoutMs: 3000 });
-      return r.code === 0;
-    }, 15_000);
+    await until(
+      'ext_proc healthy in Envoy',
+      async () => {
+        const r = await sb.exec({
+          sandbox: 'pod',
+          argv: [
+            process.execPath,
+            '-e',
+            "fetch('http://127.0.0.1:9901/clusters').then(r=>r.text()).then(t=>process.exit(/ext_proc::127.0.0.1:50051::health_flags::healthy/.test(t)?0:1),()=>process.exit(1))",
+          ],
+          env: {},
+          cwd: tmp,
+          timeoutMs: 3000,
+        });
+        return r.code === 0;
+      },
+      15_000,
+    );
   }, 240_000);
 
   afterAll(async () => {
@@ -108,7 +154,7 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
     if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
   }, 30_000);
 
-  test('probes from outside the pod: httpGet on the sidecar\'s admin port and on Envoy\'s ready listener', async () => {
+  test("probes from outside the pod: httpGet on the sidecar's admin port and on Envoy's ready listener", async () => {
     expect(await probe(sidecar, sidecar.livenessProbe)).toBe(200);
     expect(await probe(sidecar, sidecar.readinessProbe)).toBe(200);
     expect(await probe(envoy, envoy.readinessProbe)).toBe(200);
@@ -116,7 +162,7 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
     expect((await sb.httpGet('pod', portOf(envoy, envoy.livenessProbe.tcpSocket.port), '/none')).status).not.toBeNull();
   });
 
-  test('Prometheus can scrape /metrics on the pod address; ext_proc gRPC and Envoy\'s admin stay on loopback', async () => {
+  test("Prometheus can scrape /metrics on the pod address; ext_proc gRPC and Envoy's admin stay on loopback", async () => {
     const m = await sb.httpGet('pod', 9090, '/metrics');
     expect(m.status).toBe(200);
     expect(m.body).toMatch(/^# HELP gateway_requests_total/m);
@@ -136,7 +182,7 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
     expect(r.content).toBe(reference.content);
   }, 60_000);
 
-  test('pod deletion: Envoy\'s preStop drains (not ready, streams finish, a crash in flight is still continued), then SIGTERM to Envoy, then to the sidecar', async () => {
+  test("pod deletion: Envoy's preStop drains (not ready, streams finish, a crash in flight is still continued), then SIGTERM to Envoy, then to the sidecar", async () => {
     const body = chatBody({ model: envOf(sidecar).CONTINUATION_MODEL });
     let firstBytes = 0;
     const inFlight = postChat(url, body, { 'x-request-id': newRequestId('pod-drain'), 'x-fake-fault': 'crash@40' }, () => {
@@ -144,7 +190,15 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
     });
     await until('stream started', async () => firstBytes > 0, 10_000);
     const t0 = Date.now();
-    const preStop = sb.exec({ sandbox: 'pod', argv: envoy.lifecycle.preStop.exec.command.map(mountPath), env: specs.get('envoy')!.env, cwd: tmp, uid: specs.get('envoy')!.uid, gid: specs.get('envoy')!.gid, timeoutMs: 100_000 });
+    const preStop = sb.exec({
+      sandbox: 'pod',
+      argv: envoy.lifecycle.preStop.exec.command.map(mountPath),
+      env: specs.get('envoy')!.env,
+      cwd: tmp,
+      uid: specs.get('envoy')!.uid,
+      gid: specs.get('envoy')!.gid,
+      timeoutMs: 100_000,
+    });
     // Readiness fails soon after the hook starts: the Service stops sending new connections.
     await until('Envoy not ready', async () => (await probe(envoy, envoy.readinessProbe)) !== 200, 5_000).catch(async (e) => {
       throw new Error(`${e.message}\npreStop: ${JSON.stringify(await preStop)}`);

@@ -31,13 +31,25 @@ function findPython(): { python: string } | { why: string } {
   const pin = /^openai==(\S+)$/m.exec(fs.readFileSync(path.join(ROOT, 'test', 'python', 'requirements.txt'), 'utf8'))?.[1];
   if (pin && fs.existsSync(venvPy)) {
     // importlib.metadata, not `import openai` (seconds on a loaded machine).
-    const probe = spawnSync(venvPy, ['-c', `import importlib.metadata as m, sys; sys.exit(0 if m.version('openai') == ${JSON.stringify(pin)} else 1)`], { timeout: 30_000 });
+    const probe = spawnSync(
+      venvPy,
+      ['-c', `import importlib.metadata as m, sys; sys.exit(0 if m.version('openai') == ${JSON.stringify(pin)} else 1)`],
+      { timeout: 30_000 },
+    );
     if (probe.status === 0) return { python: venvPy };
   }
   // Bounded: a machine without network must skip in reasonable time, not wait out pip's default retries.
-  const r = spawnSync('bash', [DEPS], { encoding: 'utf8', timeout: 240_000, env: { ...process.env, PIP_RETRIES: '1', PIP_DEFAULT_TIMEOUT: '20' } });
+  const r = spawnSync('bash', [DEPS], {
+    encoding: 'utf8',
+    timeout: 240_000,
+    env: { ...process.env, PIP_RETRIES: '1', PIP_DEFAULT_TIMEOUT: '20' },
+  });
   if (r.status === 0) return { python: r.stdout.trim().split('\n').at(-1)! };
-  const detail = `${r.error?.message ?? ''} ${String(r.stderr ?? '').trim().split('\n').slice(-3).join(' | ')}`.trim();
+  const detail = `${r.error?.message ?? ''} ${String(r.stderr ?? '')
+    .trim()
+    .split('\n')
+    .slice(-3)
+    .join(' | ')}`.trim();
   return { why: `scripts/python-deps.sh failed (exit ${r.status ?? r.signal}): ${detail}` };
 }
 
@@ -52,7 +64,13 @@ const suite = SKIP_REASON ? describe.skip : describe;
 const skipNote = SKIP_REASON ? ` [SKIPPED: python venv/pip unavailable: ${SKIP_REASON.slice(0, 200)}]` : '';
 
 function runPythonClient(baseUrl: string, fault: string | undefined, headers: Record<string, string>): Promise<PyResult> {
-  const args = [CLIENT, '--base-url', `${baseUrl}/v1`, ...(fault ? ['--fault', fault] : []), ...Object.entries(headers).flatMap(([k, v]) => ['--header', `${k}=${v}`])];
+  const args = [
+    CLIENT,
+    '--base-url',
+    `${baseUrl}/v1`,
+    ...(fault ? ['--fault', fault] : []),
+    ...Object.entries(headers).flatMap(([k, v]) => ['--header', `${k}=${v}`]),
+  ];
   return new Promise((resolve, reject) => {
     execFile(PYTHON, args, { timeout: 30_000, encoding: 'utf8' }, (err, stdout, stderr) => {
       const line = stdout.trim().split('\n').at(-1) ?? '';
@@ -105,7 +123,12 @@ suite(`official openai Python client${skipNote}`, () => {
   test('an error status before the stream starts reaches the Python client unchanged (InternalServerError 503)', () => {
     expect(status503.content).toBe('');
     expect(status503.ids).toEqual([]);
-    expect(status503.error).toMatchObject({ exception: 'InternalServerError', status: 503, type: 'InjectedError', message: 'fake-engine injected status 503' });
+    expect(status503.error).toMatchObject({
+      exception: 'InternalServerError',
+      status: 503,
+      type: 'InjectedError',
+      message: 'fake-engine injected status 503',
+    });
   });
 
   test('continuation disabled, replica killed at token 5: openai.APIError with code upstream_decode_interrupted', async () => {
@@ -115,7 +138,12 @@ suite(`official openai Python client${skipNote}`, () => {
     // The plain APIError raised for an in-band error event (not a status or connection error subclass).
     expect(r.error).toMatchObject({ exception: 'APIError', code: 'upstream_decode_interrupted', type: 'server_error', status: null });
     expect(r.error!.message.length).toBeGreaterThan(0);
-    expect(r.error!.body).toMatchObject({ reason: 'continuation-disabled', partial_output: true, retryable: false, request_id: ids.interrupted });
+    expect(r.error!.body).toMatchObject({
+      reason: 'continuation-disabled',
+      partial_output: true,
+      retryable: false,
+      request_id: ids.interrupted,
+    });
     expect(r.error!.body.delivered_output_tokens).toBeGreaterThan(0);
     // What was delivered before the interruption is a true prefix of the answer, and nothing finished.
     expect(r.finish_reasons).toEqual([]);

@@ -1,8 +1,8 @@
 // The walking skeleton through the real Envoy binary: the reference gateway's scenarios, asserted on what
 // the client received and what the replicas saw.
 import { resetFaults } from '../../src/fake-engine/faults';
-import { chatBody, newRequestId, postChat } from '../support/client';
 import type { ClientResult } from '../support/client';
+import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectInterruption, expectOneCompleteStream, seenFor, uninterrupted } from './helpers';
 
@@ -23,7 +23,11 @@ test('happy path: the stream is relayed byte for byte (ids aside)', async () => 
   expect(seen).toHaveLength(1);
   expect(seen[0].continuation).toBe(false);
   // The engine's own bytes for this answer, fetched directly, differ only by the completion id.
-  const direct = await fetch(`${stack.engines[0].url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', ...SIZE }, body: JSON.stringify(chatBody({ stream_options: { include_usage: true } })) });
+  const direct = await fetch(`${stack.engines[0].url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...SIZE },
+    body: JSON.stringify(chatBody({ stream_options: { include_usage: true } })),
+  });
   const norm = (s: string) => s.replace(/"id":"[^"]+"/g, '"id":"X"');
   expect(norm(r.raw)).toBe(norm(await direct.text()));
   const end = await stack.waitForEnd(id);
@@ -108,7 +112,9 @@ test('in-band error event and finish_reason abort mid-answer are not shown; leg2
 
 test('tool call delivered, then reset: no leg2, the interruption event', async () => {
   const id = newRequestId();
-  const body = chatBody({ tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: {} } } }] });
+  const body = chatBody({
+    tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: {} } } }],
+  });
   const r = await postChat(stack.url, body, { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@33' });
   expect(r.toolCalls.length).toBeGreaterThan(0);
   expectInterruption(r, 'tool-call-delivered');

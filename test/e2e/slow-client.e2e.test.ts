@@ -11,15 +11,16 @@
 //   (this answer is far below the default cap).
 //
 // Both halves end with the client reading again: every token arrives, once, in order.
-import net from 'node:net';
+
 import fs from 'node:fs';
+import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { loadConfig } from '../../src/config/env';
 import { extProcServiceDefinition } from '../../src/extproc/proto';
 import { answerFor } from '../../src/fake-engine/answer';
-import { startFakeEngine, type FakeEngine, type SeenRequest } from '../../src/fake-engine/server';
+import { type FakeEngine, type SeenRequest, startFakeEngine } from '../../src/fake-engine/server';
 import { createLogger } from '../../src/obs/logger';
-import { startSidecar, type Sidecar } from '../../src/sidecar';
+import { type Sidecar, startSidecar } from '../../src/sidecar';
 import { chatBody, newRequestId, reassemble } from '../support/client';
 import { captureLogs, type LogCapture } from '../support/log-capture';
 import { startTestStack, type TestStack } from '../support/stack';
@@ -52,7 +53,10 @@ async function engineFinished(record: () => SeenRequest | undefined, timeoutMs: 
   for (;;) {
     const r = record();
     if (r?.closedAt !== undefined) return r;
-    if (Date.now() > until) throw new Error(`engine not finished after ${timeoutMs} ms (${r?.tokensSent ?? 0} tokens): does Envoy push back now? see docs/envoy.md`);
+    if (Date.now() > until)
+      throw new Error(
+        `engine not finished after ${timeoutMs} ms (${r?.tokensSent ?? 0} tokens): does Envoy push back now? see docs/envoy.md`,
+      );
     await sleep(100);
   }
 }
@@ -83,8 +87,12 @@ describe('the sidecar alone, its gRPC peer not reading', () => {
     engine = await startFakeEngine({ name: 'replica-a' });
     capture = captureLogs();
     const config = loadConfig({
-      CONTINUATION_MODEL: 'generic-test', STALL_IDLE_TIMEOUT_SECONDS: '1', ADMIN_PORT: '0', PORT: '0',
-      DOWNSTREAM_URL: engine.url, LOG_LEVEL: 'info',
+      CONTINUATION_MODEL: 'generic-test',
+      STALL_IDLE_TIMEOUT_SECONDS: '1',
+      ADMIN_PORT: '0',
+      PORT: '0',
+      DOWNSTREAM_URL: engine.url,
+      LOG_LEVEL: 'info',
     });
     sidecar = await startSidecar(config, createLogger(config.logLevel, capture.sink));
   });
@@ -113,8 +121,19 @@ describe('the sidecar alone, its gRPC peer not reading', () => {
       call.on('error', reject);
     });
     ended.catch(() => undefined); // awaited below; a failure before that must not be an unhandled rejection
-    const requestHeaders = { ':method': 'POST', ':path': '/v1/chat/completions', 'content-type': 'application/json', 'x-request-id': id, ...fastAnswer(TOKENS) };
-    call.write({ request_headers: { headers: { headers: Object.entries(requestHeaders).map(([key, v]) => ({ key, raw_value: Buffer.from(v) })) }, end_of_stream: false } });
+    const requestHeaders = {
+      ':method': 'POST',
+      ':path': '/v1/chat/completions',
+      'content-type': 'application/json',
+      'x-request-id': id,
+      ...fastAnswer(TOKENS),
+    };
+    call.write({
+      request_headers: {
+        headers: { headers: Object.entries(requestHeaders).map(([key, v]) => ({ key, raw_value: Buffer.from(v) })) },
+        end_of_stream: false,
+      },
+    });
     call.write({ request_body: { body: Buffer.from(JSON.stringify(BODY)), end_of_stream: true } });
     const buffersBefore = arrayBufferBytes();
     try {
@@ -156,7 +175,11 @@ describe('through the real Envoy, the client not reading', () => {
     const heapBefore = await envoyHeap(stack);
     const buffersBefore = arrayBufferBytes();
     const client = new RawHttpClient(Number(new URL(stack.url).port));
-    client.post('/v1/chat/completions', { 'content-type': 'application/json', 'x-request-id': id, ...fastAnswer(TOKENS) }, JSON.stringify(BODY));
+    client.post(
+      '/v1/chat/completions',
+      { 'content-type': 'application/json', 'x-request-id': id, ...fastAnswer(TOKENS) },
+      JSON.stringify(BODY),
+    );
     try {
       // The engine produces the whole answer with the client reading nothing: Envoy does not push back.
       const seen = await engineFinished(() => stack.engines[0].requests.find((r) => r.headers['x-request-id'] === id), 25_000);
@@ -235,7 +258,9 @@ class RawHttpClient {
   }
 
   post(path: string, headers: Record<string, string>, body: string): void {
-    const head = Object.entries({ host: 'gateway', 'content-length': String(Buffer.byteLength(body)), ...headers }).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+    const head = Object.entries({ host: 'gateway', 'content-length': String(Buffer.byteLength(body)), ...headers })
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('');
     this.socket.write(`POST ${path} HTTP/1.1\r\n${head}\r\n${body}`);
   }
 

@@ -3,12 +3,12 @@
 // alone, a test runner's SIGTERM-then-SIGKILL to the whole process group, and the sidecar's primary killed.
 // After each, /proc must show no process the stack started. And two stacks at once, and back to back while
 // the first still drains: every port is ephemeral.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import * as crypto from 'node:crypto';
 import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
-import { killTagged, PROC_TAG_VAR, taggedProcesses, waitUntilGone, type Proc } from '../support/processes';
+import { killTagged, PROC_TAG_VAR, type Proc, taggedProcesses, waitUntilGone } from '../support/processes';
 
 jest.setTimeout(90_000);
 
@@ -33,17 +33,28 @@ async function startStack(env: Record<string, string> = {}): Promise<Stack> {
   const tag = crypto.randomUUID();
   started.push(tag);
   const clean: NodeJS.ProcessEnv = { ...process.env };
-  for (const k of ['DOWNSTREAM_URL', 'CONTINUATION_URL', 'CONTINUATION_MODEL', 'LISTEN_PORT', 'PORT', 'ADMIN_PORT', 'ENVOY_ADMIN_PORT']) delete clean[k];
+  for (const k of ['DOWNSTREAM_URL', 'CONTINUATION_URL', 'CONTINUATION_MODEL', 'LISTEN_PORT', 'PORT', 'ADMIN_PORT', 'ENVOY_ADMIN_PORT'])
+    delete clean[k];
   // detached: its own process group, as a terminal or a test runner starts `npm run stack`.
   const proc = spawn(process.execPath, [STACK_MAIN], {
-    env: { ...clean, [PROC_TAG_VAR]: tag, WORKERS: '2', LOG_LEVEL: 'warn', STALL_IDLE_TIMEOUT_SECONDS: '60', DRAIN_TIMEOUT_SECONDS: '2', ...env },
+    env: {
+      ...clean,
+      [PROC_TAG_VAR]: tag,
+      WORKERS: '2',
+      LOG_LEVEL: 'warn',
+      STALL_IDLE_TIMEOUT_SECONDS: '60',
+      DRAIN_TIMEOUT_SECONDS: '2',
+      ...env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
   let out = '';
   let err = '';
   proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => proc.on('exit', (code, signal) => r({ code, signal })));
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+    proc.on('exit', (code, signal) => r({ code, signal })),
+  );
   const url = await new Promise<string>((resolve, reject) => {
     proc.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
@@ -69,13 +80,17 @@ function stream(url: string, headers: Record<string, string>): InFlight {
   let onEnd: () => void = () => undefined;
   const started = new Promise<void>((r) => (onStart = r));
   const ended = new Promise<void>((r) => (onEnd = r));
-  const req = http.request(`${url}/v1/chat/completions`, { method: 'POST', agent: false, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
-    res.once('data', () => onStart());
-    res.on('data', () => undefined);
-    res.on('end', onEnd);
-    res.on('error', onEnd);
-    res.on('close', onEnd);
-  });
+  const req = http.request(
+    `${url}/v1/chat/completions`,
+    { method: 'POST', agent: false, headers: { 'content-type': 'application/json', ...headers } },
+    (res) => {
+      res.once('data', () => onStart());
+      res.on('data', () => undefined);
+      res.on('end', onEnd);
+      res.on('error', onEnd);
+      res.on('close', onEnd);
+    },
+  );
   req.on('error', onEnd);
   req.end(body);
   return { started, ended, abort: () => req.destroy() };
@@ -204,13 +219,14 @@ describe('ports: two stacks on one machine', () => {
     await new Promise<void>((r) => taken.listen(0, '127.0.0.1', () => r()));
     try {
       const port = (taken.address() as net.AddressInfo).port;
-      await expect(startStack({ ADMIN_PORT: String(port) })).rejects.toThrow(/EADDRINUSE.*sidecar exited unexpectedly|sidecar exited .*EADDRINUSE/s);
+      await expect(startStack({ ADMIN_PORT: String(port) })).rejects.toThrow(
+        /EADDRINUSE.*sidecar exited unexpectedly|sidecar exited .*EADDRINUSE/s,
+      );
       await expectAllGone({ tag: started[started.length - 1] } as Stack, 5000);
     } finally {
       taken.close();
     }
   });
-
 
   test('at once, then a third while the first still drains: each starts and serves', async () => {
     const [a, b] = await Promise.all([startStack({ DRAIN_TIMEOUT_SECONDS: '30' }), startStack()]);
@@ -218,7 +234,9 @@ describe('ports: two stacks on one machine', () => {
     for (const st of [a, b]) expect((await fetch(`${st.url}/v1/models`)).status).toBe(200);
     // The ports line names every port, and no fixed production default is among them.
     const ports = /\[stack\] ports: (.*)/.exec(a.stderr())?.[1] ?? '';
-    expect(ports).toMatch(/front 127\.0\.0\.1:\d+, envoy admin \d+, egress \d+, sidecar ext_proc \d+, sidecar admin \d+, replica-a \d+, replica-b \d+/);
+    expect(ports).toMatch(
+      /front 127\.0\.0\.1:\d+, envoy admin \d+, egress \d+, sidecar ext_proc \d+, sidecar admin \d+, replica-a \d+, replica-b \d+/,
+    );
     expect(ports).not.toMatch(/\b(8080|9090|50051)\b/);
 
     const slow = stream(a.url, { 'x-fake-answer-tokens': '400,400', 'x-fake-token-ms': '100' });

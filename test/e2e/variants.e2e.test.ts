@@ -52,7 +52,11 @@ describe('vLLM dialect, mixed with an SGLang continuation router', () => {
     stack.continuationEngine = sglang;
     const id = newRequestId();
     const ref = await uninterrupted(stack, chatBody(), SIZE);
-    const r = await postChat(stack.url, chatBody({ stream_options: { include_usage: true } }), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@20' });
+    const r = await postChat(stack.url, chatBody({ stream_options: { include_usage: true } }), {
+      ...SIZE,
+      'x-request-id': id,
+      'x-fake-fault': 'crash@20',
+    });
     expectOneCompleteStream(r);
     expect(r.reasoning).toBe(ref.reasoning);
     expect(r.content).toBe(ref.content);
@@ -99,7 +103,15 @@ describe('multimodal usage and exact accounting', () => {
 
   test('multimodal request: prompt_tokens = leg2 prompt minus the recovered tokens', async () => {
     const id = newRequestId();
-    const messages = [{ role: 'user', content: [{ type: 'text', text: 'Describe this.' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }];
+    const messages = [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Describe this.' },
+          { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
+        ],
+      },
+    ];
     const body = { model: 'm', stream: true, stream_options: { include_usage: true }, messages };
     const r = await postChat(stack.url, body, { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@40' });
     expectOneCompleteStream(r);
@@ -131,17 +143,33 @@ describe('TOKENIZE_URL: exact accounting', () => {
       expect(r.usage.reasoning_tokens).toBe(ref.usage.reasoning_tokens);
       expect(r.usage.prompt_tokens).toBe(ref.usage.prompt_tokens);
       const end = await stack.waitForEnd(id);
-      expect(end).toMatchObject({ accounting: 'tokenize', accounting_dialect: 'sglang', accounting_prompt: 'leg2-minus-prefix', accounting_fallback: null });
+      expect(end).toMatchObject({
+        accounting: 'tokenize',
+        accounting_dialect: 'sglang',
+        accounting_prompt: 'leg2-minus-prefix',
+        accounting_fallback: null,
+      });
     } finally {
       await stack.stop();
     }
   });
 
   test("llama.cpp's /tokenize (TOKENIZE_DIALECT=llamacpp) and the multimodal subtraction: exact prompt for an image request", async () => {
-    const stack = await startTestStack({ engine: { tokenizer: 'llamacpp' }, env: { TOKENIZE_URL: '{engine0}/tokenize', TOKENIZE_DIALECT: 'llamacpp', TOKENIZE_TIMEOUT_MS: '2000' } });
+    const stack = await startTestStack({
+      engine: { tokenizer: 'llamacpp' },
+      env: { TOKENIZE_URL: '{engine0}/tokenize', TOKENIZE_DIALECT: 'llamacpp', TOKENIZE_TIMEOUT_MS: '2000' },
+    });
     try {
       const id = newRequestId();
-      const messages = [{ role: 'user', content: [{ type: 'text', text: 'Describe this.' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }];
+      const messages = [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Describe this.' },
+            { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
+          ],
+        },
+      ];
       const body = { model: 'm', stream: true, stream_options: { include_usage: true }, messages };
       const ref = await uninterrupted(stack, body, SIZE);
       const r = await postChat(stack.url, body, { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@40' });
@@ -160,13 +188,22 @@ describe('TOKENIZE_URL: exact accounting', () => {
     const stack = await startTestStack({ env: { TOKENIZE_URL: 'http://127.0.0.1:9/tokenize' } });
     try {
       const id = newRequestId();
-      const r = await postChat(stack.url, chatBody({ stream_options: { include_usage: true } }), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@40' });
+      const r = await postChat(stack.url, chatBody({ stream_options: { include_usage: true } }), {
+        ...SIZE,
+        'x-request-id': id,
+        'x-fake-fault': 'crash@40',
+      });
       expectOneCompleteStream(r);
       expect(r.usage.continuation).toMatchObject({ method: 'estimate', dialect: null, prompt: 'estimate' });
       expect(r.usage.continuation.fallback).toBeTruthy();
       expect(stack.records({ request_id: id, decision: 'TOKENIZE_FALLBACK' })).toHaveLength(1);
       const end = await stack.waitForEnd(id);
-      expect(end).toMatchObject({ accounting: 'estimate', accounting_dialect: null, accounting_prompt: 'estimate', accounting_fallback: r.usage.continuation.fallback });
+      expect(end).toMatchObject({
+        accounting: 'estimate',
+        accounting_dialect: null,
+        accounting_prompt: 'estimate',
+        accounting_fallback: r.usage.continuation.fallback,
+      });
     } finally {
       await stack.stop();
     }

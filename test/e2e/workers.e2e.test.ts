@@ -1,11 +1,11 @@
 // WORKERS=2: the sidecar as real processes (a cluster primary and two workers sharing the gRPC port) behind
 // the real Envoy. Recoveries work whichever worker gets the stream, /metrics aggregates the workers, and
 // SIGTERM drains and exits cleanly.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { resetFaults } from '../../src/fake-engine/faults';
-import { startFakeEngine, type FakeEngine } from '../../src/fake-engine/server';
-import { startEnvoy, type RunningEnvoy } from '../../src/stack/envoy-process';
+import { type FakeEngine, startFakeEngine } from '../../src/fake-engine/server';
+import { type RunningEnvoy, startEnvoy } from '../../src/stack/envoy-process';
 import { freePorts } from '../../src/stack/ports';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { PORT_TAKEN } from '../support/stack';
@@ -39,7 +39,17 @@ async function startSidecarAndEnvoy(): Promise<void> {
   adminPort = sidecarAdmin;
   stderr = '';
   sidecar = spawn(process.execPath, [path.resolve(__dirname, '../../src/main.js')], {
-    env: { ...process.env, WORKERS: '2', PORT: String(extProcPort), ADMIN_PORT: String(sidecarAdmin), DOWNSTREAM_URL: `http://127.0.0.1:${egressPort}`, CONTINUATION_MODEL: 'generic-test', STALL_IDLE_TIMEOUT_SECONDS: '1', RECOVERY_BUDGET_PERCENT: '100', LOG_LEVEL: 'warn' },
+    env: {
+      ...process.env,
+      WORKERS: '2',
+      PORT: String(extProcPort),
+      ADMIN_PORT: String(sidecarAdmin),
+      DOWNSTREAM_URL: `http://127.0.0.1:${egressPort}`,
+      CONTINUATION_MODEL: 'generic-test',
+      STALL_IDLE_TIMEOUT_SECONDS: '1',
+      RECOVERY_BUDGET_PERCENT: '100',
+      LOG_LEVEL: 'warn',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   sidecar.stderr!.on('data', (d) => (stderr += d));
@@ -51,7 +61,16 @@ async function startSidecarAndEnvoy(): Promise<void> {
     });
     sidecar.once('exit', (code) => reject(new Error(`sidecar exited ${code}: ${stderr}`)));
   });
-  envoy = await startEnvoy({ listenPort, adminPort: envoyAdmin, egressPort, extProcHost: '127.0.0.1', extProcPort, routerTier: engines.map((e) => ({ host: '127.0.0.1', port: e.port })), stallTimeoutSeconds: 1, maxStallSeconds: 300 });
+  envoy = await startEnvoy({
+    listenPort,
+    adminPort: envoyAdmin,
+    egressPort,
+    extProcHost: '127.0.0.1',
+    extProcPort,
+    routerTier: engines.map((e) => ({ host: '127.0.0.1', port: e.port })),
+    stallTimeoutSeconds: 1,
+    maxStallSeconds: 300,
+  });
   url = `http://127.0.0.1:${listenPort}`;
 }
 
@@ -63,7 +82,13 @@ afterAll(async () => {
 
 test('recoveries succeed whichever worker serves them; /metrics sums the workers', async () => {
   const runs = await Promise.all(
-    Array.from({ length: 8 }, (_, k) => postChat(url, chatBody({}, `workers ${k}`), { ...SIZE, 'x-request-id': newRequestId('w'), 'x-fake-fault': `crash@25${';-'.repeat(k)}` })),
+    Array.from({ length: 8 }, (_, k) =>
+      postChat(url, chatBody({}, `workers ${k}`), {
+        ...SIZE,
+        'x-request-id': newRequestId('w'),
+        'x-fake-fault': `crash@25${';-'.repeat(k)}`,
+      }),
+    ),
   );
   for (const r of runs) expectOneCompleteStream(r);
   const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();

@@ -1,5 +1,3 @@
-import { expectOneCompleteStream } from '../e2e/helpers';
-import { familyFor } from '../../src/recovery/prefix-builders';
 // Crash continuation against a REAL inference server: two llama.cpp llama-server replicas serving
 // SmolLM2-135M-Instruct (greedy, temperature 0) behind the real Envoy and the in-process sidecar. The
 // replica serving an answer is SIGKILLed after the client has received k content chunks; the client must
@@ -17,9 +15,11 @@ import { familyFor } from '../../src/recovery/prefix-builders';
 // leg 2's max_tokens must be the original budget minus the engine's count of the delivered text.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { familyFor } from '../../src/recovery/prefix-builders';
 import { repoRoot } from '../../src/stack/envoy-config';
-import { newRequestId, type ClientResult } from '../support/client';
-import { firstDifference, locateAssets, startRealStack, startReplicas, streamChat, type LlamaReplica, type RealStack } from './support';
+import { expectOneCompleteStream } from '../e2e/helpers';
+import { type ClientResult, newRequestId } from '../support/client';
+import { firstDifference, type LlamaReplica, locateAssets, type RealStack, startRealStack, startReplicas, streamChat } from './support';
 
 const underOwnConfig = (globalThis as any).__REAL_ENGINE_SUITE__ === true;
 const located = underOwnConfig ? locateAssets() : { skip: 'runs only under test/real-engine/jest.config.js (npm run test:real-engine)' };
@@ -92,7 +92,11 @@ if ('skip' in located) {
     beforeAll(async () => {
       replicas = await startReplicas(assets, 2);
       // 2 s: the /tokenize calls share two cores with two engines, Envoy and jest (the default is 200 ms).
-      stack = await startRealStack(replicas, { STALL_IDLE_TIMEOUT_SECONDS: '3', TOKENIZE_URL: '{egress}/tokenize', TOKENIZE_TIMEOUT_MS: '2000' });
+      stack = await startRealStack(replicas, {
+        STALL_IDLE_TIMEOUT_SECONDS: '3',
+        TOKENIZE_URL: '{egress}/tokenize',
+        TOKENIZE_TIMEOUT_MS: '2000',
+      });
     }, 300_000);
 
     // A failed kill case must not leave its replica dead for the next one (same port, STATIC cluster).
@@ -108,7 +112,16 @@ if ('skip' in located) {
 
     /** Directly (no gateway) asks `replica` to continue `prefix` as the final assistant message. */
     async function directContinuation(replica: LlamaReplica, prefix: string, extra: Record<string, unknown> = {}): Promise<ClientResult> {
-      return streamChat(replica.url, body({ messages: [...body().messages, { role: 'assistant', content: prefix }], continue_final_message: true, add_generation_prompt: false, ...extra }), {});
+      return streamChat(
+        replica.url,
+        body({
+          messages: [...body().messages, { role: 'assistant', content: prefix }],
+          continue_final_message: true,
+          add_generation_prompt: false,
+          ...extra,
+        }),
+        {},
+      );
     }
 
     test('greedy reference: both replicas and the gateway give the same answer at temperature 0', async () => {
@@ -129,7 +142,9 @@ if ('skip' in located) {
       expect(viaGateway.content).toBe(direct[0].content);
       greedy = viaGateway;
       greedyChunks = chunks;
-      greedyPieces = viaGateway.chunks.flatMap((c) => (c.choices ?? []).map((x: any) => x?.delta?.content ?? '')).filter((t: string) => t !== '');
+      greedyPieces = viaGateway.chunks
+        .flatMap((c) => (c.choices ?? []).map((x: any) => x?.delta?.content ?? ''))
+        .filter((t: string) => t !== '');
       expect(greedyPieces.join('')).toBe(greedy.content);
       // The scenario wants an answer of roughly 60-120 tokens (one content chunk per token here).
       expect(greedyChunks).toBeGreaterThanOrEqual(KILL_POINTS[KILL_POINTS.length - 1] + TAIL_MARGIN);
@@ -143,7 +158,11 @@ if ('skip' in located) {
       const half = greedyPieces.slice(0, Math.floor(greedyPieces.length / 2)).join('');
       // continue_final_message without add_generation_prompt:false is refused (add_generation_prompt
       // defaults to true), exactly vLLM's rule; SGLang ignores add_generation_prompt.
-      const refused = await streamChat(replicas[0].url, body({ messages: [...body().messages, { role: 'assistant', content: half }], continue_final_message: true }), {});
+      const refused = await streamChat(
+        replicas[0].url,
+        body({ messages: [...body().messages, { role: 'assistant', content: half }], continue_final_message: true }),
+        {},
+      );
       expect(refused.status).toBe(400);
       expect(refused.raw).toContain('add_generation_prompt');
       // With both fields, as the sidecar sends them: accepted, and only the new text is streamed.
@@ -158,7 +177,9 @@ if ('skip' in located) {
       // Why the sidecar must speak llama.cpp's /tokenize dialect here: it reads only `content`, and answers
       // 200 {"tokens": []} to the SGLang/vLLM body, which taken at face value would count any text as 0.
       const tok = await streamTokenize(replicas[0].url, { model: 'smollm2', prompt: half, add_special_tokens: false });
-      notes.push(`llama-server /tokenize with the SGLang/vLLM body {model, prompt}: ${tok}; with {content}: ${await streamTokenize(replicas[0].url, { content: half })}`);
+      notes.push(
+        `llama-server /tokenize with the SGLang/vLLM body {model, prompt}: ${tok}; with {content}: ${await streamTokenize(replicas[0].url, { content: half })}`,
+      );
       expect(tok).toContain('tokens.length=0');
       notes.push(
         `direct continuation after ${Math.floor(greedyPieces.length / 2)} chunks (${half.length} chars): plain prefix -> stitched==greedy ${half + cont.content === greedy.content}; ` +
@@ -191,7 +212,12 @@ if ('skip' in located) {
       notes.push(
         `direct sweep over ${sweep.length} token boundaries (k = ${sweep.map((x) => x.k).join(',')}): stitched==greedy ` +
           `${plainEq}/${sweep.length} with the plain prefix, ${wrappedEq}/${sweep.length} with "${GENERIC_WRAPPER}" + prefix ` +
-          `(wrapped equal at k = ${sweep.filter((x) => x.wrapped).map((x) => x.k).join(',') || 'none'})`,
+          `(wrapped equal at k = ${
+            sweep
+              .filter((x) => x.wrapped)
+              .map((x) => x.k)
+              .join(',') || 'none'
+          })`,
       );
     });
 
@@ -229,7 +255,11 @@ if ('skip' in located) {
 
     /** llama-server's own count of `text` (no special tokens added), asked directly. */
     async function engineTokens(replica: LlamaReplica, text: string): Promise<number> {
-      const res = await fetch(`${replica.url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ content: text }) });
+      const res = await fetch(`${replica.url}/tokenize`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ content: text }),
+      });
       const j = (await res.json()) as { tokens: unknown[] };
       return j.tokens.length;
     }
@@ -291,7 +321,12 @@ if ('skip' in located) {
       // Leg 2's budget: max_tokens minus the engine's count of what leg 1 delivered (leg 2's prefix).
       const deliveredTokens = await engineTokens(survivor, delivered);
       expect(leg2[0].budget_remaining).toBe(body().max_tokens - deliveredTokens);
-      expect(end).toMatchObject({ accounting: 'tokenize', accounting_dialect: 'llamacpp', accounting_prompt: 'template', accounting_fallback: null });
+      expect(end).toMatchObject({
+        accounting: 'tokenize',
+        accounting_dialect: 'llamacpp',
+        accounting_prompt: 'template',
+        accounting_fallback: null,
+      });
 
       // Diagnostic (not asserted): the same continuation without the `<think></think>` wrapper.
       const plain = await directContinuation(survivor, delivered);
@@ -352,7 +387,11 @@ if ('skip' in located) {
 
 /** POSTs to /tokenize and describes the answer (status and token count). */
 async function streamTokenize(url: string, body: unknown): Promise<string> {
-  const res = await fetch(`${url}/tokenize`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(`${url}/tokenize`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   const text = await res.text();
   try {
     const j = JSON.parse(text);
@@ -367,7 +406,9 @@ function printTable(rows: Row[], notes: string[], greedy: ClientResult | undefin
   lines.push(`llama-server: ${version}`);
   for (const n of notes) lines.push(`note: ${n}`);
   lines.push('');
-  lines.push('| kill after k chunks | served by | leg2 by | client had at kill (chars) | leg2 prefix (chars) | stitched total (chars) | greedy (chars) | stitched == greedy | first diff at | no-wrapper direct == greedy | usage (prompt/completion) | kill -> TRIGGERED (ms) | leg2 first byte (ms) |');
+  lines.push(
+    '| kill after k chunks | served by | leg2 by | client had at kill (chars) | leg2 prefix (chars) | stitched total (chars) | greedy (chars) | stitched == greedy | first diff at | no-wrapper direct == greedy | usage (prompt/completion) | kill -> TRIGGERED (ms) | leg2 first byte (ms) |',
+  );
   lines.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
     lines.push(
@@ -383,7 +424,10 @@ function printTable(rows: Row[], notes: string[], greedy: ClientResult | undefin
     const dir = path.join(repoRoot(), 'results');
     fs.mkdirSync(dir, { recursive: true });
     fs.writeFileSync(path.join(dir, 'real-engine.md'), `${text}\n`);
-    fs.writeFileSync(path.join(dir, 'real-engine.json'), JSON.stringify({ version, greedyChunks, greedy: greedy?.content, rows, notes }, null, 2));
+    fs.writeFileSync(
+      path.join(dir, 'real-engine.json'),
+      JSON.stringify({ version, greedyChunks, greedy: greedy?.content, rows, notes }, null, 2),
+    );
   } catch {
     // results are a convenience
   }

@@ -4,8 +4,17 @@
 // and text that starts with exactly what the client held at the kill. Leg 2 is a new generation conditioned
 // on the delivered text; how often the stitched answer equals the uninterrupted one is printed, not asserted.
 import { expectOneCompleteStream } from '../e2e/helpers';
-import { newRequestId, type ClientResult } from '../support/client';
-import { locateAssets, sleep, startRealStack, startReplicas, streamChat, type LlamaReplica, type RealStack, type StreamProgress } from './support';
+import { type ClientResult, newRequestId } from '../support/client';
+import {
+  type LlamaReplica,
+  locateAssets,
+  type RealStack,
+  type StreamProgress,
+  sleep,
+  startRealStack,
+  startReplicas,
+  streamChat,
+} from './support';
 
 const underOwnConfig = (globalThis as any).__REAL_ENGINE_SUITE__ === true;
 const located = underOwnConfig ? locateAssets() : { skip: 'runs only under test/real-engine/jest.config.js (npm run test:real-engine)' };

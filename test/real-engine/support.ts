@@ -2,18 +2,19 @@
 // scripts/build-llama-server.sh, SmolLM2-135M-Instruct from scripts/fetch-model.sh), the sidecar in this
 // process (so its log records can be asserted) and the real Envoy binary, wired as test/support/stack.ts
 // wires the fake engines.
-import { captureLogs } from '../support/log-capture';
+
 import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { request } from 'undici';
 import { loadConfig } from '../../src/config/env';
 import { createLogger } from '../../src/obs/logger';
-import { startSidecar, type Sidecar } from '../../src/sidecar';
-import { repoRoot, ROUTER_CLUSTER } from '../../src/stack/envoy-config';
-import { spawnManaged, startEnvoy, logTail, type ManagedChild, type RunningEnvoy } from '../../src/stack/envoy-process';
+import { type Sidecar, startSidecar } from '../../src/sidecar';
+import { ROUTER_CLUSTER, repoRoot } from '../../src/stack/envoy-config';
+import { logTail, type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from '../../src/stack/envoy-process';
 import { freePorts } from '../../src/stack/ports';
-import { reassemble, type ClientResult } from '../support/client';
+import { type ClientResult, reassemble } from '../support/client';
+import { captureLogs } from '../support/log-capture';
 
 export const MODEL_FILE = 'SmolLM2-135M-Instruct.Q4_1.gguf';
 
@@ -39,7 +40,10 @@ function versionOf(bin: string): string | null {
 
 /** Outside the clone, so a fresh CI clone on the same machine reuses the build (scripts use the same rule). */
 function cacheBase(): string {
-  return process.env.GATEWAY_CACHE_DIR ?? path.join(process.env.XDG_CACHE_HOME ?? path.join(require('node:os').homedir(), '.cache'), 'continuation-gateway');
+  return (
+    process.env.GATEWAY_CACHE_DIR ??
+    path.join(process.env.XDG_CACHE_HOME ?? path.join(require('node:os').homedir(), '.cache'), 'continuation-gateway')
+  );
 }
 
 function cachedBinary(_root: string): string | null {
@@ -64,7 +68,11 @@ export function locateAssets(): { assets: RealEngineAssets } | { skip: string } 
   let bin = cachedBinary(root);
   const build = process.env.REAL_ENGINE_BUILD === '1';
   if ((!bin || !versionOf(bin)) && build) {
-    const out = execFileSync('bash', [path.join(root, 'scripts', 'build-llama-server.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 90 * 60_000 });
+    const out = execFileSync('bash', [path.join(root, 'scripts', 'build-llama-server.sh')], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+      timeout: 90 * 60_000,
+    });
     bin = out.trim().split('\n').pop() ?? null;
   }
   if (!fs.existsSync(model) && build) {
@@ -72,7 +80,9 @@ export function locateAssets(): { assets: RealEngineAssets } | { skip: string } 
   }
   const version = bin ? versionOf(bin) : null;
   if (!bin || !version) {
-    return { skip: `no runnable llama-server (${bin ?? 'none in ~/.cache/continuation-gateway/llama-server/'}); run scripts/build-llama-server.sh or set REAL_ENGINE_BUILD=1` };
+    return {
+      skip: `no runnable llama-server (${bin ?? 'none in ~/.cache/continuation-gateway/llama-server/'}); run scripts/build-llama-server.sh or set REAL_ENGINE_BUILD=1`,
+    };
   }
   if (!fs.existsSync(model)) return { skip: `model ${model} not found; run scripts/fetch-model.sh or set REAL_ENGINE_BUILD=1` };
   return { assets: { bin, model, version } };
@@ -112,13 +122,20 @@ export class LlamaReplica {
 
   args(): string[] {
     return [
-      '-m', this.assets.model,
-      '--host', '127.0.0.1',
-      '--port', String(this.port),
-      '--ctx-size', String(this.o.ctxSize ?? 2048),
-      '--parallel', String(this.o.parallel ?? 2),
-      '--threads', String(this.o.threads ?? 1),
-      '--threads-batch', String(this.o.threads ?? 1),
+      '-m',
+      this.assets.model,
+      '--host',
+      '127.0.0.1',
+      '--port',
+      String(this.port),
+      '--ctx-size',
+      String(this.o.ctxSize ?? 2048),
+      '--parallel',
+      String(this.o.parallel ?? 2),
+      '--threads',
+      String(this.o.threads ?? 1),
+      '--threads-batch',
+      String(this.o.threads ?? 1),
       '--no-webui',
       ...(this.o.extraArgs ?? []),
     ];
@@ -311,7 +328,11 @@ export async function streamChat(
       const blocks = pending.split(/\r?\n\r?\n/);
       pending = blocks.pop() as string;
       for (const block of blocks) {
-        const data = block.split(/\r?\n/).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trimStart()).join('\n');
+        const data = block
+          .split(/\r?\n/)
+          .filter((l) => l.startsWith('data:'))
+          .map((l) => l.slice(5).trimStart())
+          .join('\n');
         if (!data || data === '[DONE]') continue;
         let j: any;
         try {

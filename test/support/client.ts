@@ -29,7 +29,12 @@ export function chatBody(extra: Record<string, unknown> = {}, text = 'Tell me ab
 }
 
 /** `onBytes` is called for each piece of the body as it arrives (e.g. to know a stream has started). */
-export async function postChat(url: string, body: unknown, headers: Record<string, string> = {}, onBytes?: (text: string) => void): Promise<ClientResult> {
+export async function postChat(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  onBytes?: (text: string) => void,
+): Promise<ClientResult> {
   const res = await request(`${url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
@@ -50,9 +55,24 @@ export async function postChat(url: string, body: unknown, headers: Record<strin
 }
 
 export function reassemble(raw: string): Omit<ClientResult, 'status' | 'headers' | 'raw' | 'transportError'> {
-  const r = { chunks: [] as any[], ids: [] as string[], reasoning: '', content: '', finishReasons: [] as string[], usage: null as any, errors: [] as any[], done: false, roleChunks: 0, toolCalls: [] as any[] };
+  const r = {
+    chunks: [] as any[],
+    ids: [] as string[],
+    reasoning: '',
+    content: '',
+    finishReasons: [] as string[],
+    usage: null as any,
+    errors: [] as any[],
+    done: false,
+    roleChunks: 0,
+    toolCalls: [] as any[],
+  };
   for (const block of raw.split(/\r?\n\r?\n/)) {
-    const data = block.split(/\r?\n/).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trimStart()).join('\n');
+    const data = block
+      .split(/\r?\n/)
+      .filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).trimStart())
+      .join('\n');
     if (!data) continue;
     if (data === '[DONE]') {
       r.done = true;

@@ -1,7 +1,7 @@
 // Fake engine replicas as separate OS processes, so a test can do to them what happens to a real replica:
 // SIGKILL (crash), SIGSTOP (hung: the kernel still accepts its connections), SIGUSR1 (falls over, answers 503
 // for a while). Every process is killed and reaped by stopReplicaProcesses, whatever state it is in.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 
 export interface ReplicaProcess {

@@ -2,12 +2,12 @@
 // requests they saw are visible), the sidecar (in this process, so its log records can be asserted), and
 // the real Envoy binary in front, exactly as `npm run stack` wires them.
 import { loadConfig } from '../../src/config/env';
-import { createLogger } from '../../src/obs/logger';
-import { startSidecar, type Sidecar } from '../../src/sidecar';
-import { startEnvoy, type RunningEnvoy } from '../../src/stack/envoy-process';
-import { freePorts } from '../../src/stack/ports';
-import { startFakeEngine, type FakeEngine, type FakeEngineOptions } from '../../src/fake-engine/server';
 import { resetFaults } from '../../src/fake-engine/faults';
+import { type FakeEngine, type FakeEngineOptions, startFakeEngine } from '../../src/fake-engine/server';
+import { createLogger } from '../../src/obs/logger';
+import { type Sidecar, startSidecar } from '../../src/sidecar';
+import { type RunningEnvoy, startEnvoy } from '../../src/stack/envoy-process';
+import { freePorts } from '../../src/stack/ports';
 import { captureLogs } from './log-capture';
 
 export interface TestStackOptions {
@@ -68,7 +68,8 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
 async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
   resetFaults();
   const engines: FakeEngine[] = [];
-  for (let i = 0; i < (o.routerTier ? 0 : o.replicas ?? 2); i++) engines.push(await startFakeEngine({ ...o.engine, ...o.perReplica?.[i], name: `replica-${String.fromCharCode(97 + i)}` }));
+  for (let i = 0; i < (o.routerTier ? 0 : (o.replicas ?? 2)); i++)
+    engines.push(await startFakeEngine({ ...o.engine, ...o.perReplica?.[i], name: `replica-${String.fromCharCode(97 + i)}` }));
   const continuationEngine = o.continuationReplica ? await startFakeEngine({ ...o.engine, name: 'continuation' }) : undefined;
   const [listenPort, adminPort, egressPort, extProcPort, contEgressPort] = await freePorts(5);
   const capture = captureLogs();
@@ -76,7 +77,9 @@ async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
   let sidecar: Sidecar | undefined;
   if (!o.noSidecar) {
     // `{engine0}` in a value stands for the first replica's URL (e.g. TOKENIZE_URL={engine0}/tokenize).
-    const env = Object.fromEntries(Object.entries(o.env ?? {}).map(([k, v]) => [k, v.replace('{engine0}', engines[0]?.url ?? '{engine0}')]));
+    const env = Object.fromEntries(
+      Object.entries(o.env ?? {}).map(([k, v]) => [k, v.replace('{engine0}', engines[0]?.url ?? '{engine0}')]),
+    );
     const config = loadConfig({
       CONTINUATION_MODEL: 'generic-test',
       ...(o.productionDefaults ? {} : { STALL_IDLE_TIMEOUT_SECONDS: '1' }),
@@ -99,8 +102,12 @@ async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
     egressPort,
     extProcHost: '127.0.0.1',
     extProcPort,
-    routerTier: o.routerTier ?? engines.map((e, i) => ({ host: '127.0.0.1', port: e.port, ...(o.revisionRouting ? { revision: o.perReplica?.[i]?.revision } : {}) })),
-    ...(continuationEngine ? { continuationEgressPort: contEgressPort, continuationTier: [{ host: '127.0.0.1', port: continuationEngine.port }] } : {}),
+    routerTier:
+      o.routerTier ??
+      engines.map((e, i) => ({ host: '127.0.0.1', port: e.port, ...(o.revisionRouting ? { revision: o.perReplica?.[i]?.revision } : {}) })),
+    ...(continuationEngine
+      ? { continuationEgressPort: contEgressPort, continuationTier: [{ host: '127.0.0.1', port: continuationEngine.port }] }
+      : {}),
     stallTimeoutSeconds: Number(o.env?.STALL_IDLE_TIMEOUT_SECONDS ?? (o.productionDefaults ? 20 : 1)),
     maxStallSeconds: Number(o.env?.MAX_STALL_SECONDS ?? 300),
     waitForExtProcHealthy: !o.noSidecar,

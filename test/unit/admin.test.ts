@@ -1,8 +1,8 @@
 // Health, readiness and metrics: the Metrics class and the gRPC health service on their own, then the admin
 // server and grpc.health.v1 of a sidecar in the real stack, with /metrics read after a recovered stream.
 import * as grpc from '@grpc/grpc-js';
-import { EXT_PROC_SERVICE, HealthStatus, healthServiceDefinition } from '../../src/extproc/health';
 import { ConfigError, loadConfig } from '../../src/config/env';
+import { EXT_PROC_SERVICE, HealthStatus, healthServiceDefinition } from '../../src/extproc/health';
 import { Metrics } from '../../src/obs/metrics';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
@@ -35,7 +35,10 @@ function sample(text: string, series: string): number | undefined {
 describe('ADMIN_PORT and DRAIN_TIMEOUT_SECONDS', () => {
   it('default to 9090 and 30 s; 0 is allowed for both; bad values are named', () => {
     expect(loadConfig({ DOWNSTREAM_URL: 'http://h:1' })).toMatchObject({ adminPort: 9090, drainTimeoutMs: 30_000 });
-    expect(loadConfig({ DOWNSTREAM_URL: 'http://h:1', ADMIN_PORT: '0', DRAIN_TIMEOUT_SECONDS: '0' })).toMatchObject({ adminPort: 0, drainTimeoutMs: 0 });
+    expect(loadConfig({ DOWNSTREAM_URL: 'http://h:1', ADMIN_PORT: '0', DRAIN_TIMEOUT_SECONDS: '0' })).toMatchObject({
+      adminPort: 0,
+      drainTimeoutMs: 0,
+    });
     expect(loadConfig({ DOWNSTREAM_URL: 'http://h:1', DRAIN_TIMEOUT_SECONDS: '2.5' }).drainTimeoutMs).toBe(2500);
     let err: unknown;
     try {
@@ -91,7 +94,9 @@ describe('grpc.health.v1 on its own server', () => {
   beforeAll(async () => {
     server = new grpc.Server();
     health.addToServer(server);
-    port = await new Promise<number>((res, rej) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+    port = await new Promise<number>((res, rej) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))),
+    );
   });
   afterAll(() => {
     health.endWatches();
@@ -181,7 +186,11 @@ describe('admin server and gRPC health of a sidecar in the real stack', () => {
     expect(sample(t, 'gateway_recovery_wait_seconds_count{outcome="admitted"}')).toBe(1);
     expect(sample(t, 'gateway_draining')).toBe(0);
     // Out of scope: counted with its reason.
-    const p = await fetch(`${stack.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(chatBody({ stream: false })) });
+    const p = await fetch(`${stack.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(chatBody({ stream: false })),
+    });
     await p.text();
     const t2 = (await get(`${admin()}/metrics`)).body;
     expect(t2).toMatch(/^gateway_requests_total\{scope="passthrough",reason="[^"]+"\} 1$/m);

@@ -1,6 +1,7 @@
 // Recovery admission: the re-prefill limit, the waiting queue and the brake, driven with a fake clock.
+
+import { type Admission, AdmissionAuthority, type AdmissionSettings } from '../../src/recovery/admission';
 import { RecoveryBrake, reprefillLimit } from '../../src/recovery/admission-policy';
-import { AdmissionAuthority, type Admission, type AdmissionSettings } from '../../src/recovery/admission';
 
 describe('reprefillLimit', () => {
   const l = { maxConcurrent: 64, percent: 20, floor: 3 };
@@ -67,8 +68,18 @@ describe('RecoveryBrake', () => {
 
 describe('AdmissionAuthority', () => {
   let now = 0;
-  const settings: AdmissionSettings = { limits: { maxConcurrent: 2, percent: 100, floor: 0 }, brake: { failures: 3, windowMs: 10_000, openMs: 5_000 }, queueTimeoutMs: 1_000 };
-  const make = (streams = 10, s = settings) => new AdmissionAuthority(s, () => streams, undefined, () => now);
+  const settings: AdmissionSettings = {
+    limits: { maxConcurrent: 2, percent: 100, floor: 0 },
+    brake: { failures: 3, windowMs: 10_000, openMs: 5_000 },
+    queueTimeoutMs: 1_000,
+  };
+  const make = (streams = 10, s = settings) =>
+    new AdmissionAuthority(
+      s,
+      () => streams,
+      undefined,
+      () => now,
+    );
   beforeEach(() => {
     now = 0;
     jest.useFakeTimers();

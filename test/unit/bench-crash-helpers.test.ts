@@ -17,9 +17,17 @@ gateway_reprefills_in_flight_peak 64
 
 test('parseMetrics reads names, labels (any order) and values, skipping comments', () => {
   const s = parseMetrics(TEXT);
-  expect(s.find((x) => x.name === 'gateway_reprefills_in_flight_peak')).toEqual({ name: 'gateway_reprefills_in_flight_peak', labels: {}, value: 64 });
+  expect(s.find((x) => x.name === 'gateway_reprefills_in_flight_peak')).toEqual({
+    name: 'gateway_reprefills_in_flight_peak',
+    labels: {},
+    value: 64,
+  });
   expect(s.find((x) => x.name === 'gateway_recovery_refusals_total')?.labels).toEqual({ reason: 'brake-open', phase: 'decode' });
-  expect(s.find((x) => x.labels.outcome === 'timed-out')).toEqual({ name: 'gateway_recovery_wait_seconds_bucket', labels: { outcome: 'timed-out', le: '+Inf' }, value: 2 });
+  expect(s.find((x) => x.labels.outcome === 'timed-out')).toEqual({
+    name: 'gateway_recovery_wait_seconds_bucket',
+    labels: { outcome: 'timed-out', le: '+Inf' },
+    value: 2,
+  });
   expect(s.some((x) => x.name.startsWith('#'))).toBe(false);
 });
 
@@ -37,7 +45,14 @@ test('crash options: defaults, flags, and --crash-only skipping every other run'
   const d = parseOptions([], {});
   expect({ crash: d.crash, engines: d.crashEngines, answer: d.crashAnswer }).toEqual({ crash: 500, engines: 4, answer: '50,50' });
   const o = parseOptions(['--crash-only', '--crash', '20', '--crash-answer', '5,40'], {});
-  expect({ levels: o.levels, recovery: o.recovery, idle: o.idleStreams, idleS: o.idleS, crash: o.crash, answer: o.crashAnswer }).toEqual({ levels: [], recovery: 0, idle: 0, idleS: 0, crash: 20, answer: '5,40' });
+  expect({ levels: o.levels, recovery: o.recovery, idle: o.idleStreams, idleS: o.idleS, crash: o.crash, answer: o.crashAnswer }).toEqual({
+    levels: [],
+    recovery: 0,
+    idle: 0,
+    idleS: 0,
+    crash: 20,
+    answer: '5,40',
+  });
   expect(parseOptions([], { BENCH_CRASH_ONLY: '1' }).levels).toEqual([]);
   expect(parseOptions(['--answer', '5,10'], {}).crashAnswer).toBe('5,10');
   expect(() => parseOptions(['--crash-answer', '5'], {})).toThrow(/crash-answer/);

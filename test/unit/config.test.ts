@@ -180,8 +180,10 @@ describe('loadConfig: values', () => {
   });
 
   it('booleans: true/false/1/0/yes/no in any case, with surrounding spaces', () => {
-    for (const v of ['true', 'TRUE', 'True', '1', 'yes', 'YES', 'Yes', ' true ']) expect({ v, b: loadConfig({ ...BASE, BUFFER_TOOL_CALLS: v }).bufferToolCalls }).toEqual({ v, b: true });
-    for (const v of ['false', 'FALSE', 'False', '0', 'no', 'NO', 'No', ' no ']) expect({ v, b: loadConfig({ ...BASE, CONTINUATION_ENABLED: v }).continuationEnabled }).toEqual({ v, b: false });
+    for (const v of ['true', 'TRUE', 'True', '1', 'yes', 'YES', 'Yes', ' true '])
+      expect({ v, b: loadConfig({ ...BASE, BUFFER_TOOL_CALLS: v }).bufferToolCalls }).toEqual({ v, b: true });
+    for (const v of ['false', 'FALSE', 'False', '0', 'no', 'NO', 'No', ' no '])
+      expect({ v, b: loadConfig({ ...BASE, CONTINUATION_ENABLED: v }).continuationEnabled }).toEqual({ v, b: false });
   });
 
   it('timer values up to the largest Node timer are accepted', () => {
@@ -257,15 +259,25 @@ describe('loadConfig: errors', () => {
   });
 
   it('number messages quote the bad value and say what was expected', () => {
-    expect(problems({ ...BASE, STALL_IDLE_TIMEOUT_SECONDS: 'abc' })).toEqual(['config error: STALL_IDLE_TIMEOUT_SECONDS expected a positive number <= 2147483, got "abc"']);
+    expect(problems({ ...BASE, STALL_IDLE_TIMEOUT_SECONDS: 'abc' })).toEqual([
+      'config error: STALL_IDLE_TIMEOUT_SECONDS expected a positive number <= 2147483, got "abc"',
+    ]);
     expect(problems({ ...BASE, MAX_ATTEMPTS: '0' })).toEqual(['config error: MAX_ATTEMPTS expected a >= 1 integer, got "0"']);
     expect(problems({ ...BASE, PORT: '65536' })).toEqual(['config error: PORT expected a >= 0 integer <= 65535, got "65536"']);
-    expect(problems({ ...BASE, CONTINUATION_ENABLED: 'maybe' })).toEqual(['config error: CONTINUATION_ENABLED expected true or false, got "maybe"']);
+    expect(problems({ ...BASE, CONTINUATION_ENABLED: 'maybe' })).toEqual([
+      'config error: CONTINUATION_ENABLED expected true or false, got "maybe"',
+    ]);
     expect(problems({ ...BASE, CONTINUATION_URL: 'nope' })).toEqual(['config error: CONTINUATION_URL expected an http(s) URL, got "nope"']);
   });
 
   it('several bad variables give several lines in one ConfigError, one per variable', () => {
-    const p = problems({ STALL_IDLE_TIMEOUT_SECONDS: 'abc', MAX_ATTEMPTS: '0', LOG_LEVEL: 'loud', BUFFER_TOOL_CALLS: 'maybe', PORT: '99999' });
+    const p = problems({
+      STALL_IDLE_TIMEOUT_SECONDS: 'abc',
+      MAX_ATTEMPTS: '0',
+      LOG_LEVEL: 'loud',
+      BUFFER_TOOL_CALLS: 'maybe',
+      PORT: '99999',
+    });
     expect(p).toHaveLength(6);
     const named = p.map((l) => /^config error: (\S+) /.exec(l)?.[1]).sort();
     expect(named).toEqual(['BUFFER_TOOL_CALLS', 'DOWNSTREAM_URL', 'LOG_LEVEL', 'MAX_ATTEMPTS', 'PORT', 'STALL_IDLE_TIMEOUT_SECONDS']);

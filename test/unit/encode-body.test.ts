@@ -1,5 +1,5 @@
-import * as protoLoader from '@grpc/proto-loader';
 import path from 'node:path';
+import * as protoLoader from '@grpc/proto-loader';
 import { encodeSirBody, encodeSirHeaders } from '../../src/extproc/encode-body';
 
 // The reference encoder: proto-loader's own serializer for the same message.
@@ -32,8 +32,16 @@ describe('encodeSirBody', () => {
 describe('encodeSirHeaders', () => {
   const cases: Array<Array<[string, string]>> = [
     [[':status', '200']],
-    [[':status', '200'], ['content-type', 'text/event-stream'], ['x-request-id', 'abc-123']],
-    [[':status', '503'], ['x-long', 'v'.repeat(300)], ['x-latin1', 'caf\u00e9']],
+    [
+      [':status', '200'],
+      ['content-type', 'text/event-stream'],
+      ['x-request-id', 'abc-123'],
+    ],
+    [
+      [':status', '503'],
+      ['x-long', 'v'.repeat(300)],
+      ['x-latin1', 'caf\u00e9'],
+    ],
     [[':status', '200'], ...Array.from({ length: 40 }, (_, i): [string, string] => [`x-h${i}`, 'y'.repeat(i * 7)])],
   ];
   it.each(cases.map((c, i) => [i, c] as const))('matches proto-loader byte for byte (case %i)', (_i, headers) => {
@@ -41,7 +49,9 @@ describe('encodeSirHeaders', () => {
       const list = headers.map(([k, v]): [string, Buffer] => [k, Buffer.from(v, 'latin1')]);
       const ours = encodeSirHeaders(list, eos).bytes;
       const theirs = serialize({
-        streamed_immediate_response: { headers_response: { headers: { headers: list.map(([key, raw_value]) => ({ key, raw_value })) }, end_of_stream: eos } },
+        streamed_immediate_response: {
+          headers_response: { headers: { headers: list.map(([key, raw_value]) => ({ key, raw_value })) }, end_of_stream: eos },
+        },
       });
       expect(ours.equals(theirs)).toBe(true);
       const back = deserialize(ours).streamed_immediate_response.headers_response;

@@ -21,7 +21,10 @@ function script(file: string, body: string): string {
 }
 
 function fakeEnvoy(dir: string, version: string): string {
-  return script(path.join(dir, 'envoy'), `echo ""; echo "envoy  version: 9e5580933739775e8bce696a57a2e1bc99368f23/${version}/Clean/RELEASE/BoringSSL"`);
+  return script(
+    path.join(dir, 'envoy'),
+    `echo ""; echo "envoy  version: 9e5580933739775e8bce696a57a2e1bc99368f23/${version}/Clean/RELEASE/BoringSSL"`,
+  );
 }
 
 function emptyPathDir(): string {
@@ -73,9 +76,9 @@ describe('ensureEnvoy', () => {
 
   it('ENVOY_BIN older than 1.38 is rejected with the version', async () => {
     const old = fakeEnvoy(path.join(tmp, 'old'), '1.30.1');
-    await expect(ensureEnvoy({ env: { ENVOY_BIN: old, PATH: emptyPathDir() }, venvDir: path.join(tmp, '.venv'), python: failingPython() })).rejects.toThrow(
-      /1\.30\.1, but >= 1\.38\.0 is required/,
-    );
+    await expect(
+      ensureEnvoy({ env: { ENVOY_BIN: old, PATH: emptyPathDir() }, venvDir: path.join(tmp, '.venv'), python: failingPython() }),
+    ).rejects.toThrow(/1\.30\.1, but >= 1\.38\.0 is required/);
   });
 
   it('ENVOY_BIN >= 1.38 is returned', async () => {

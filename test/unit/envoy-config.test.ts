@@ -7,12 +7,12 @@ import { ensureEnvoy } from '../../src/stack/envoy-binary';
 import {
   DEMO_CONFIG_FILES,
   DEMO_ENVOY_OPTIONS,
+  type EnvoyConfigOptions,
   EXT_PROC_STREAMS_PER_CONNECTION,
   renderEnvoyConfig,
   renderEnvoyConfigJson,
   repoRoot,
   writeEnvoyConfig,
-  type EnvoyConfigOptions,
 } from '../../src/stack/envoy-config';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -61,17 +61,36 @@ const seconds = (d: string): number => {
 describe('renderEnvoyConfig passes `envoy --mode validate`', () => {
   const cases: Array<[string, EnvoyConfigOptions]> = [
     ['single router endpoint', base],
-    ['two router endpoints', { ...base, routerTier: [{ host: '127.0.0.1', port: 18090 }, { host: '127.0.0.2', port: 18091 }] }],
+    [
+      'two router endpoints',
+      {
+        ...base,
+        routerTier: [
+          { host: '127.0.0.1', port: 18090 },
+          { host: '127.0.0.2', port: 18091 },
+        ],
+      },
+    ],
     [
       'continuation split',
-      { ...base, continuationEgressPort: 18002, continuationTier: [{ host: '127.0.0.1', port: 18095 }, { host: '127.0.0.1', port: 18096 }] },
+      {
+        ...base,
+        continuationEgressPort: 18002,
+        continuationTier: [
+          { host: '127.0.0.1', port: 18095 },
+          { host: '127.0.0.1', port: 18096 },
+        ],
+      },
     ],
     [
       'hostnames',
       {
         ...base,
         extProcHost: 'localhost',
-        routerTier: [{ host: 'localhost', port: 18090 }, { host: 'router.example.internal', port: 8000 }],
+        routerTier: [
+          { host: 'localhost', port: 18090 },
+          { host: 'router.example.internal', port: 8000 },
+        ],
         continuationEgressPort: 18002,
         continuationTier: [{ host: 'localhost', port: 18095 }],
         upstreamHeadersTimeoutSeconds: 60,
@@ -97,7 +116,12 @@ describe('checked-in examples under envoy/', () => {
 
   it('the README documents the default options', () => {
     const readme = fs.readFileSync(path.join(repoRoot(), 'envoy', 'README.md'), 'utf8');
-    for (const p of [DEMO_ENVOY_OPTIONS.listenPort, DEMO_ENVOY_OPTIONS.adminPort, DEMO_ENVOY_OPTIONS.egressPort, DEMO_ENVOY_OPTIONS.extProcPort]) {
+    for (const p of [
+      DEMO_ENVOY_OPTIONS.listenPort,
+      DEMO_ENVOY_OPTIONS.adminPort,
+      DEMO_ENVOY_OPTIONS.egressPort,
+      DEMO_ENVOY_OPTIONS.extProcPort,
+    ]) {
       expect(readme).toContain(String(p));
     }
   });
@@ -140,7 +164,9 @@ describe('renderEnvoyConfig content', () => {
     });
     expect(h.route_config.virtual_hosts[0].routes[0].route).toMatchObject({ cluster: 'router_tier', timeout: '0s' });
     const c = cluster(cfg, 'front_chat');
-    const h2 = c.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config.http2_protocol_options;
+    const h2 =
+      c.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'].explicit_http_config
+        .http2_protocol_options;
     // Streams a connection carries times the stream window fit in the connection window (see envoy-memory.ts).
     expect(h2.max_concurrent_streams * h2.initial_stream_window_size).toBeLessThan(h2.initial_connection_window_size);
     expect(c.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.envoy_internal_address.server_listener_name).toBe('front_chat');
@@ -162,7 +188,7 @@ describe('renderEnvoyConfig content', () => {
     expect(() => renderEnvoyConfig({ ...base, maxHeapBytes: 1000 })).toThrow(/maxHeapBytes/);
   });
 
-  it('idle timers sit above the stall budget plus the next leg\'s headers wait', () => {
+  it("idle timers sit above the stall budget plus the next leg's headers wait", () => {
     for (const l of [front, chatHop, egress]) {
       const h = hcm(l);
       expect(seconds(h.stream_idle_timeout)).toBeGreaterThan(300 + 60);
@@ -177,7 +203,11 @@ describe('renderEnvoyConfig content', () => {
     const h = hcm(egress);
     expect(h.http_filters.map((f: any) => f.name)).toEqual(['envoy.filters.http.header_to_metadata', 'envoy.filters.http.router']);
     expect(h.http_filters[0].typed_config.request_rules).toEqual([
-      { header: 'x-gateway-avoid-host', remove: true, on_header_present: { metadata_namespace: 'envoy.lb', key: 'serves_when_avoiding', type: 'STRING' } },
+      {
+        header: 'x-gateway-avoid-host',
+        remove: true,
+        on_header_present: { metadata_namespace: 'envoy.lb', key: 'serves_when_avoiding', type: 'STRING' },
+      },
     ]);
     const r = h.route_config.virtual_hosts[0].routes[0];
     expect(r.route.cluster).toBe('router_tier');
@@ -232,18 +262,34 @@ describe('renderEnvoyConfig content', () => {
       max_ejection_percent: 50,
     });
     // Connection-level failovers off a crashed replica all happen at once: no small cap on them.
-    expect(c.circuit_breakers.thresholds[0]).toMatchObject({ max_connections: 10000, max_pending_requests: 10000, max_requests: 10000, max_retries: 10000 });
+    expect(c.circuit_breakers.thresholds[0]).toMatchObject({
+      max_connections: 10000,
+      max_pending_requests: 10000,
+      max_requests: 10000,
+      max_retries: 10000,
+    });
     // One replica: nothing to avoid, no subsets.
     expect(c.lb_subset_config).toBeUndefined();
     expect(c.load_assignment.endpoints[0].lb_endpoints[0].metadata).toBeUndefined();
-    const dns: any = renderEnvoyConfig({ ...base, routerTier: [{ host: 'localhost', port: 1 }, { host: '10.0.0.1', port: 2 }], routerConnectTimeoutSeconds: 2 });
+    const dns: any = renderEnvoyConfig({
+      ...base,
+      routerTier: [
+        { host: 'localhost', port: 1 },
+        { host: '10.0.0.1', port: 2 },
+      ],
+      routerConnectTimeoutSeconds: 2,
+    });
     const d = cluster(dns, 'router_tier');
     expect(d.type).toBe('STRICT_DNS');
     expect(d.dns_lookup_family).toBe('V4_ONLY');
     expect(d.connect_timeout).toBe('2s');
     expect(d.load_assignment.endpoints[0].lb_endpoints).toHaveLength(2);
     // Several replicas: each lists the others under envoy.lb, and the subset LB avoids the one a leg names.
-    expect(d.lb_subset_config).toEqual({ fallback_policy: 'ANY_ENDPOINT', list_as_any: true, subset_selectors: [{ keys: ['serves_when_avoiding'] }] });
+    expect(d.lb_subset_config).toEqual({
+      fallback_policy: 'ANY_ENDPOINT',
+      list_as_any: true,
+      subset_selectors: [{ keys: ['serves_when_avoiding'] }],
+    });
     expect(d.load_assignment.endpoints[0].lb_endpoints.map((e: any) => e.metadata.filter_metadata['envoy.lb'])).toEqual([
       { replica: 'localhost:1', serves_when_avoiding: ['10.0.0.1:2'] },
       { replica: '10.0.0.1:2', serves_when_avoiding: ['localhost:1'] },
@@ -251,15 +297,31 @@ describe('renderEnvoyConfig content', () => {
   });
 
   it('replicas with model revisions: revision metadata, a selector per key combination, the revision header to envoy.lb', () => {
-    const tier = [{ host: '10.0.0.1', port: 1, revision: 'r1' }, { host: '10.0.0.2', port: 1, revision: 'r2' }];
+    const tier = [
+      { host: '10.0.0.1', port: 1, revision: 'r1' },
+      { host: '10.0.0.2', port: 1, revision: 'r2' },
+    ];
     const c: any = renderEnvoyConfig({ ...base, routerTier: tier });
     const rc = cluster(c, 'router_tier');
-    expect(rc.lb_subset_config.subset_selectors).toEqual([{ keys: ['serves_when_avoiding', 'model_revision'] }, { keys: ['model_revision'] }, { keys: ['serves_when_avoiding'] }]);
-    expect(rc.load_assignment.endpoints[0].lb_endpoints[1].metadata.filter_metadata['envoy.lb']).toEqual({ replica: '10.0.0.2:1', serves_when_avoiding: ['10.0.0.1:1'], model_revision: 'r2' });
+    expect(rc.lb_subset_config.subset_selectors).toEqual([
+      { keys: ['serves_when_avoiding', 'model_revision'] },
+      { keys: ['model_revision'] },
+      { keys: ['serves_when_avoiding'] },
+    ]);
+    expect(rc.load_assignment.endpoints[0].lb_endpoints[1].metadata.filter_metadata['envoy.lb']).toEqual({
+      replica: '10.0.0.2:1',
+      serves_when_avoiding: ['10.0.0.1:1'],
+      model_revision: 'r2',
+    });
     const rules = hcm(listener(c, 'egress')).http_filters[0].typed_config.request_rules;
-    expect(rules[1]).toEqual({ header: 'x-model-revision', on_header_present: { metadata_namespace: 'envoy.lb', key: 'model_revision', type: 'STRING' } });
+    expect(rules[1]).toEqual({
+      header: 'x-model-revision',
+      on_header_present: { metadata_namespace: 'envoy.lb', key: 'model_revision', type: 'STRING' },
+    });
     expect(hcm(listener(cfg, 'egress')).http_filters[0].typed_config.request_rules).toHaveLength(1);
-    expect(() => renderEnvoyConfig({ ...base, routerTier: [tier[0], { host: '10.0.0.3', port: 1 }] })).toThrow(/every replica a revision, or none/);
+    expect(() => renderEnvoyConfig({ ...base, routerTier: [tier[0], { host: '10.0.0.3', port: 1 }] })).toThrow(
+      /every replica a revision, or none/,
+    );
   });
 
   it('continuation split adds a second egress listener and cluster; admin is loopback', () => {
@@ -267,7 +329,9 @@ describe('renderEnvoyConfig content', () => {
     const l = listener(c, 'continuation_egress');
     expect(l.address.socket_address).toEqual({ address: '127.0.0.1', port_value: 18002 });
     expect(hcm(l).route_config.virtual_hosts[0].routes[0].route.cluster).toBe('continuation_tier');
-    expect(cluster(c, 'continuation_tier').load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value).toBe(18095);
+    expect(cluster(c, 'continuation_tier').load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address.port_value).toBe(
+      18095,
+    );
     expect(listener(cfg, 'continuation_egress')).toBeUndefined();
     expect(cfg.admin.address.socket_address.address).toBe('127.0.0.1');
   });
@@ -289,8 +353,8 @@ describe('renderEnvoyConfig content', () => {
   });
 });
 
-describe('ext_proc connections stay below the sidecar\'s reset burst', () => {
-  it('caps streams per connection to the sidecar below nghttp2\'s 1000 received resets', () => {
+describe("ext_proc connections stay below the sidecar's reset burst", () => {
+  it("caps streams per connection to the sidecar below nghttp2's 1000 received resets", () => {
     const cluster = (renderEnvoyConfig(DEMO_ENVOY_OPTIONS) as any).static_resources.clusters.find((c: any) => c.name === 'ext_proc');
     const opts = cluster.typed_extension_protocol_options['envoy.extensions.upstreams.http.v3.HttpProtocolOptions'];
     expect(opts.common_http_protocol_options.max_requests_per_connection).toBe(EXT_PROC_STREAMS_PER_CONNECTION);

@@ -5,7 +5,13 @@
 import * as http from 'node:http';
 import * as net from 'node:net';
 import { ensureEnvoy } from '../../src/stack/envoy-binary';
-import { startEnvoy, waitForExtProcHealth, extProcHealthFlags, type RunningEnvoy, type StartEnvoyOptions } from '../../src/stack/envoy-process';
+import {
+  extProcHealthFlags,
+  type RunningEnvoy,
+  type StartEnvoyOptions,
+  startEnvoy,
+  waitForExtProcHealth,
+} from '../../src/stack/envoy-process';
 import { freePort, freePorts, isPortOpen } from '../../src/stack/ports';
 
 jest.setTimeout(60_000);
@@ -166,7 +172,9 @@ describe('startEnvoy against stand-ins', () => {
   });
 
   it('waitForExtProcHealth times out with a clear error', async () => {
-    await expect(waitForExtProcHealth(envoy.adminUrl, false, 300)).rejects.toThrow(/did not mark the ext_proc host unhealthy within 300 ms \(last health_flags: healthy\)/);
+    await expect(waitForExtProcHealth(envoy.adminUrl, false, 300)).rejects.toThrow(
+      /did not mark the ext_proc host unhealthy within 300 ms \(last health_flags: healthy\)/,
+    );
   });
 });
 
@@ -184,7 +192,7 @@ describe('router tier failures seen through egress', () => {
     await sidecar.close();
   });
 
-  it('nothing listens on the router port: Envoy\'s local 503 carries the flags (UF, URX after retries)', async () => {
+  it("nothing listens on the router port: Envoy's local 503 carries the flags (UF, URX after retries)", async () => {
     const dead = await freePort();
     const e = await startEnvoy(await baseOptions(sidecar.port, [dead]));
     running.push(e);
@@ -230,7 +238,7 @@ describe('router tier failures seen through egress', () => {
     expect(alive.hits).toHaveLength(6);
   });
 
-  it('bodies above Envoy\'s 1 MiB default buffer stay retryable (request_body_buffer_limit)', async () => {
+  it("bodies above Envoy's 1 MiB default buffer stay retryable (request_body_buffer_limit)", async () => {
     const alive = await upstream('router-alive-big');
     ups.push(alive);
     const dead = await freePort();
@@ -280,7 +288,11 @@ describe('router tier failures seen through egress', () => {
     const cont = await upstream('router-cont');
     ups.push(main, cont);
     const o = await baseOptions(sidecar.port, [main.port]);
-    const e = await startEnvoy({ ...o, continuationEgressPort: await freePort(), continuationTier: [{ host: 'localhost', port: cont.port }] });
+    const e = await startEnvoy({
+      ...o,
+      continuationEgressPort: await freePort(),
+      continuationTier: [{ host: 'localhost', port: cont.port }],
+    });
     running.push(e);
     expect(e.continuationEgressUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect((await request(`${e.egressUrl}/v1/chat/completions`, 'POST', '{}')).body).toContain('router-main');
@@ -302,14 +314,16 @@ describe('startEnvoy failures and stop()', () => {
     expect(await isPortOpen(o.adminPort)).toBe(false);
   });
 
-  it('fails fast when a listener port is taken, with Envoy\'s own complaint', async () => {
+  it("fails fast when a listener port is taken, with Envoy's own complaint", async () => {
     const blocker = net.createServer();
     await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
     const taken = (blocker.address() as net.AddressInfo).port;
     try {
       const o = await baseOptions(await freePort(), [await freePort()]);
       const t0 = Date.now();
-      await expect(startEnvoy({ ...o, listenPort: taken, waitForExtProcHealthy: false })).rejects.toThrow(/exited|address already in use|cannot bind/i);
+      await expect(startEnvoy({ ...o, listenPort: taken, waitForExtProcHealthy: false })).rejects.toThrow(
+        /exited|address already in use|cannot bind/i,
+      );
       expect(Date.now() - t0).toBeLessThan(20_000);
     } finally {
       await new Promise<void>((r) => blocker.close(() => r()));

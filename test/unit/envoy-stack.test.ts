@@ -1,10 +1,10 @@
 // `npm run stack` plumbing (src/stack/main.ts) with stand-ins for the sidecar and the fake engine (the
 // STACK_SIDECAR_MAIN / STACK_FAKE_ENGINE_MAIN dev knobs), and the real Envoy: READY protocol, what the
 // sidecar is told, routing through the front listener, SIGTERM shutdown, a child dying on its own.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
-import * as net from 'node:net';
+import type * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { ensureEnvoy } from '../../src/stack/envoy-binary';
@@ -65,7 +65,8 @@ afterEach(() => {
 
 function startStack(env: NodeJS.ProcessEnv): Stack {
   const clean: NodeJS.ProcessEnv = { ...process.env };
-  for (const k of ['DOWNSTREAM_URL', 'CONTINUATION_URL', 'CONTINUATION_MODEL', 'CONTINUATION_ENGINE', 'LISTEN_PORT', 'PORT']) delete clean[k];
+  for (const k of ['DOWNSTREAM_URL', 'CONTINUATION_URL', 'CONTINUATION_MODEL', 'CONTINUATION_ENGINE', 'LISTEN_PORT', 'PORT'])
+    delete clean[k];
   const proc = spawn(process.execPath, [STACK_MAIN], {
     env: {
       ...clean,
@@ -84,7 +85,9 @@ function startStack(env: NodeJS.ProcessEnv): Stack {
   proc.stderr?.on('data', (d: Buffer) => {
     err += d.toString();
   });
-  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => proc.on('exit', (code, signal) => r({ code, signal })));
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+    proc.on('exit', (code, signal) => r({ code, signal })),
+  );
   const ready = new Promise<string>((resolve, reject) => {
     proc.stdout?.on('data', (d: Buffer) => {
       out += d.toString();
@@ -143,7 +146,9 @@ describe('npm run stack (src/stack/main.ts)', () => {
         (n) => JSON.parse(fs.readFileSync(path.join(dir, `${n}.json`), 'utf8')) as { pid: number; argv: string[] },
       );
       for (const [i, e] of engines.entries()) {
-        expect(e.argv).toEqual(expect.arrayContaining(['--name', ['replica-a', 'replica-b'][i], '--dialect', 'vllm', '--family', 'generic', '--token-ms', '40']));
+        expect(e.argv).toEqual(
+          expect.arrayContaining(['--name', ['replica-a', 'replica-b'][i], '--dialect', 'vllm', '--family', 'generic', '--token-ms', '40']),
+        );
       }
 
       // Non-chat path through the front listener, round-robin over both replicas.
@@ -205,7 +210,9 @@ describe('npm run stack (src/stack/main.ts)', () => {
     const st = startStack({ LISTEN_PORT: String(listenPort), STANDIN_DIE_AFTER_MS: '1500' });
     try {
       await st.ready;
-      const engines = ['replica-a', 'replica-b'].map((n) => (JSON.parse(fs.readFileSync(path.join(dir, `${n}.json`), 'utf8')) as { pid: number }).pid);
+      const engines = ['replica-a', 'replica-b'].map(
+        (n) => (JSON.parse(fs.readFileSync(path.join(dir, `${n}.json`), 'utf8')) as { pid: number }).pid,
+      );
       const e = await st.exit;
       expect(e.code).not.toBe(0);
       expect(st.stderr()).toMatch(/sidecar exited unexpectedly \(exit code 3\)/);

@@ -2,7 +2,7 @@
 // (a real Envoy 1.40's, and istio-proxy-style version strings), the check against a fake admin interface (too
 // old, not answering yet, then answering), and RequestExchange passing in-scope requests through while the
 // Envoy is too old or its version unknown.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -81,7 +81,9 @@ describe('parseEnvoyVersion / isOlderThan', () => {
       const cfg = path.join(tmp, 'envoy.json');
       const addr = path.join(tmp, 'admin-address');
       fs.writeFileSync(cfg, JSON.stringify({ admin: { address: { socket_address: { address: '127.0.0.1', port_value: 0 } } } }));
-      envoy = spawn(bin, ['-c', cfg, '--admin-address-path', addr, '--disable-hot-restart', '-l', 'warning', '--concurrency', '1'], { stdio: 'ignore' });
+      envoy = spawn(bin, ['-c', cfg, '--admin-address-path', addr, '--disable-hot-restart', '-l', 'warning', '--concurrency', '1'], {
+        stdio: 'ignore',
+      });
       const t0 = Date.now();
       while (!fs.existsSync(addr) || !fs.readFileSync(addr, 'utf8').trim()) {
         if (Date.now() - t0 > 20_000) throw new Error('Envoy wrote no admin address within 20 s');
@@ -193,7 +195,10 @@ describe('RequestExchange: the scope decision with the version check', () => {
     };
     const stream = new FakeStream();
     const x = new RequestExchange(ctx, stream as any);
-    x.onRequestHeaders({ ':path': '/v1/chat/completions', ':method': 'POST', 'content-type': 'application/json', 'x-request-id': 'rid' }, false);
+    x.onRequestHeaders(
+      { ':path': '/v1/chat/completions', ':method': 'POST', 'content-type': 'application/json', 'x-request-id': 'rid' },
+      false,
+    );
     const raw = JSON.stringify(body);
     x.onRequestBody(Buffer.from(raw), true);
     return { x, stream, logs, metrics, raw };

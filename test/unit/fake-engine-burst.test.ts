@@ -2,16 +2,21 @@
 // backpressure: a client that stops reading must stop the generation, not grow the engine's buffers.
 import net from 'node:net';
 import { resetFaults } from '../../src/fake-engine/faults';
-import { FakeEngine, SeenRequest, startFakeEngine } from '../../src/fake-engine/server';
+import { type FakeEngine, type SeenRequest, startFakeEngine } from '../../src/fake-engine/server';
 import { postJson, sseChunks } from '../../src/fake-engine/sse-client';
 
 const body = {
-  model: 'm', stream: true, stream_options: { include_usage: true },
+  model: 'm',
+  stream: true,
+  stream_options: { include_usage: true },
   messages: [{ role: 'user', content: 'burst please' }],
 };
 const chat = (fault: string | undefined, burst: string, extra: Record<string, string> = {}) =>
   postJson(`${e.url}/v1/chat/completions`, body, {
-    'x-fake-answer-tokens': '10,10', 'x-fake-burst': burst, ...(fault ? { 'x-fake-fault': fault } : {}), ...extra,
+    'x-fake-answer-tokens': '10,10',
+    'x-fake-burst': burst,
+    ...(fault ? { 'x-fake-fault': fault } : {}),
+    ...extra,
   });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const last = (): SeenRequest => e.requests[e.requests.length - 1];

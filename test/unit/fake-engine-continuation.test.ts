@@ -2,7 +2,7 @@
 // answer byte for byte, and a wrong prefix must fail loudly.
 import { answerFor, promptTokenCount } from '../../src/fake-engine/answer';
 import { resetFaults } from '../../src/fake-engine/faults';
-import { Dialect, FakeEngine, PrefixFamily, startFakeEngine } from '../../src/fake-engine/server';
+import { type Dialect, type FakeEngine, type PrefixFamily, startFakeEngine } from '../../src/fake-engine/server';
 import { postJson, sseChunks } from '../../src/fake-engine/sse-client';
 import { tokenize } from '../../src/fake-engine/tokens';
 
@@ -19,9 +19,7 @@ function buildPrefix(family: PrefixFamily, reasoning: string, content: string, o
   // Same construction as the reference gateway (reconstruct.py).
   if (family === 'kimi-k3') {
     const open = openTag ? '<|open|>think<|sep|>' : '';
-    return content
-      ? `${open}${reasoning}<|close|>think<|sep|><|open|>response<|sep|>${content}`
-      : `${open}${reasoning}`;
+    return content ? `${open}${reasoning}<|close|>think<|sep|><|open|>response<|sep|>${content}` : `${open}${reasoning}`;
   }
   const open = openTag ? '<think>' : '';
   return content ? `${open}${reasoning}</think>${content}` : `${open}${reasoning}`;
@@ -29,9 +27,12 @@ function buildPrefix(family: PrefixFamily, reasoning: string, content: string, o
 
 function continuationBody(prefix: string, content: string, extra: Record<string, unknown> = {}) {
   return {
-    model: 'kimi-k3', stream: true, stream_options: { include_usage: true },
+    model: 'kimi-k3',
+    stream: true,
+    stream_options: { include_usage: true },
     messages: [...messages, { role: 'assistant', content: prefix }],
-    continue_final_message: true, add_generation_prompt: false,
+    continue_final_message: true,
+    add_generation_prompt: false,
     ...(content ? { chat_template_kwargs: { thinking: false } } : {}),
     ...extra,
   };
@@ -138,7 +139,11 @@ describe('add_generation_prompt', () => {
     }
   });
   it('sglang ignores it', async () => {
-    const res = await postJson(`${engines['sglang/generic'].url}/v1/chat/completions`, continuationBody(prefix, '', { add_generation_prompt: true }), SIZE);
+    const res = await postJson(
+      `${engines['sglang/generic'].url}/v1/chat/completions`,
+      continuationBody(prefix, '', { add_generation_prompt: true }),
+      SIZE,
+    );
     expect(res.status).toBe(200);
   });
 });

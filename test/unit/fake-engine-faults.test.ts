@@ -2,11 +2,13 @@
 // registry, client-abort tracking and a prompt close() with hung requests.
 import net from 'node:net';
 import { resetFaults } from '../../src/fake-engine/faults';
-import { FakeEngine, SeenRequest, startFakeEngine } from '../../src/fake-engine/server';
+import { type FakeEngine, type SeenRequest, startFakeEngine } from '../../src/fake-engine/server';
 import { postJson, sseChunks } from '../../src/fake-engine/sse-client';
 
 const body = {
-  model: 'm', stream: true, stream_options: { include_usage: true },
+  model: 'm',
+  stream: true,
+  stream_options: { include_usage: true },
   messages: [{ role: 'user', content: 'fault please' }],
 };
 const SIZE = { 'x-fake-answer-tokens': '10,10' };
@@ -74,7 +76,9 @@ describe('faults seen by the client', () => {
     const arrivals: number[] = [];
     const sock = net.connect(a.port, '127.0.0.1');
     const payload = JSON.stringify(body);
-    sock.write(`POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-fake-answer-tokens: 10,10\r\nx-fake-fault: stall@1\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`);
+    sock.write(
+      `POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-fake-answer-tokens: 10,10\r\nx-fake-fault: stall@1\r\ncontent-length: ${Buffer.byteLength(payload)}\r\n\r\n${payload}`,
+    );
     sock.on('data', () => arrivals.push(Date.now()));
     await new Promise((r) => setTimeout(r, 350));
     sock.destroy();
@@ -95,7 +99,8 @@ describe('faults seen by the client', () => {
     const r = await chat(a, 'error@5');
     expect(r.error).toBeUndefined();
     expect(r.data.slice(-2)).toEqual([
-      '{"error":{"message":"fake-engine injected error","type":"InternalServerError","code":500}}', '[DONE]',
+      '{"error":{"message":"fake-engine injected error","type":"InternalServerError","code":500}}',
+      '[DONE]',
     ]);
     expect(r.data.length).toBe(1 + 5 + 2);
   });

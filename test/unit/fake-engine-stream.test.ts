@@ -2,12 +2,16 @@
 import { request } from 'undici';
 import { answerFor, promptTokenCount } from '../../src/fake-engine/answer';
 import { resetFaults } from '../../src/fake-engine/faults';
-import { FakeEngine, startFakeEngine } from '../../src/fake-engine/server';
+import { type FakeEngine, startFakeEngine } from '../../src/fake-engine/server';
 import { postJson, sseChunks } from '../../src/fake-engine/sse-client';
 
 const messages = [{ role: 'user', content: 'Why is the sky blue?' }];
 const streamBody = (extra: Record<string, unknown> = {}) => ({
-  model: 'kimi-test', stream: true, stream_options: { include_usage: true }, messages, ...extra,
+  model: 'kimi-test',
+  stream: true,
+  stream_options: { include_usage: true },
+  messages,
+  ...extra,
 });
 
 let sg: FakeEngine;
@@ -49,8 +53,11 @@ describe('streaming shape', () => {
     expect(usage.choices).toEqual([]);
     const n = a.reasoningTokens.length + a.contentTokens.length;
     expect(usage.usage).toEqual({
-      prompt_tokens: promptTokenCount(messages), completion_tokens: n, total_tokens: promptTokenCount(messages) + n,
-      prompt_tokens_details: { cached_tokens: 0 }, reasoning_tokens: a.reasoningTokens.length,
+      prompt_tokens: promptTokenCount(messages),
+      completion_tokens: n,
+      total_tokens: promptTokenCount(messages) + n,
+      prompt_tokens_details: { cached_tokens: 0 },
+      reasoning_tokens: a.reasoningTokens.length,
     });
     expect(chunks.length).toBe(1 + n + 2);
   });
@@ -82,9 +89,13 @@ describe('streaming shape', () => {
   });
 
   it('omits usage without include_usage, and honours x-fake-answer-tokens', async () => {
-    const r = await postJson(`${sg.url}/v1/chat/completions`, { ...streamBody(), stream_options: undefined }, {
-      'x-fake-answer-tokens': '30,40',
-    });
+    const r = await postJson(
+      `${sg.url}/v1/chat/completions`,
+      { ...streamBody(), stream_options: undefined },
+      {
+        'x-fake-answer-tokens': '30,40',
+      },
+    );
     const chunks = sseChunks(r);
     expect(chunks.length).toBe(1 + 70 + 1);
     expect(chunks.every((c) => c.usage === null)).toBe(true);
@@ -111,7 +122,15 @@ describe('streaming shape', () => {
   });
 
   it('streams a tool call after the reasoning', async () => {
-    const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } } } } }];
+    const tools = [
+      {
+        type: 'function',
+        function: {
+          name: 'get_weather',
+          parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } } },
+        },
+      },
+    ];
     const r = await postJson(`${sg.url}/v1/chat/completions`, streamBody({ tools }));
     const chunks = sseChunks(r);
     const a = answerFor(messages);
@@ -136,7 +155,9 @@ describe('non-streaming', () => {
     const s = JSON.parse((await postJson(`${sg.url}/v1/chat/completions`, { model: 'm', messages })).text);
     expect(s.object).toBe('chat.completion');
     expect(s.choices[0].message).toMatchObject({
-      role: 'assistant', content: a.contentTokens.join(''), reasoning_content: a.reasoningTokens.join(''),
+      role: 'assistant',
+      content: a.contentTokens.join(''),
+      reasoning_content: a.reasoningTokens.join(''),
     });
     expect(s.choices[0].finish_reason).toBe('stop');
     expect(s.usage.reasoning_tokens).toBe(a.reasoningTokens.length);

@@ -1,4 +1,9 @@
-import { clientResponseHeaders, isRouterTierUnreachable, legRequestHeaders, UPSTREAM_FLAGS_HEADER } from '../../src/request/forward-headers';
+import {
+  clientResponseHeaders,
+  isRouterTierUnreachable,
+  legRequestHeaders,
+  UPSTREAM_FLAGS_HEADER,
+} from '../../src/request/forward-headers';
 
 describe('legRequestHeaders', () => {
   const client: Record<string, string> = {

@@ -1,6 +1,6 @@
+import { DONE_EVENT, INTERRUPTION_CODE, interruptionEvent, interruptionPayload } from '../../src/recovery/interruption';
 import { SseParser } from '../../src/sse/parser';
 import { StreamTracker } from '../../src/sse/tracker';
-import { DONE_EVENT, INTERRUPTION_CODE, interruptionEvent, interruptionPayload } from '../../src/recovery/interruption';
 
 describe('interruptionEvent', () => {
   const info = { requestId: 'req-123', deliveredOutputTokens: 57, reason: 'leg2-reset' };
@@ -46,7 +46,12 @@ describe('interruptionEvent', () => {
     const bytes = interruptionEvent({ ...info, reason });
     const evs = new SseParser().push(bytes);
     expect(evs).toHaveLength(2);
-    expect(evs[0].raw.toString().split(/\r\n|\r|\n/).filter(Boolean)).toHaveLength(1);
+    expect(
+      evs[0].raw
+        .toString()
+        .split(/\r\n|\r|\n/)
+        .filter(Boolean),
+    ).toHaveLength(1);
     const o = StreamTracker.read(evs[0]);
     expect(o.kind).toBe('error');
     expect(o.json.error.reason).toBe(reason);

@@ -2,7 +2,7 @@
 // dispatch handler, pause/resume and aborts are the real ones.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { UpstreamClient, LegAbort, LegOpenError, type LegResponse } from '../../src/upstream/client';
+import { LegAbort, LegOpenError, type LegResponse, UpstreamClient } from '../../src/upstream/client';
 import { LegReader, MAX_PARTIAL_EVENT_BYTES } from '../../src/upstream/leg-reader';
 
 type Script = (req: http.IncomingMessage, res: http.ServerResponse) => void;
@@ -140,7 +140,7 @@ describe('LegReader', () => {
 
   it('fence() aborts an open leg: the server sees its client go', async () => {
     let closed!: Promise<void>;
-    script = (req, res) => {
+    script = (_req, res) => {
       sse(res);
       res.write('data: one\n\n');
       closed = new Promise((resolve) => res.on('close', () => resolve()));

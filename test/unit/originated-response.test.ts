@@ -6,12 +6,12 @@ import { loadConfig } from '../../src/config/env';
 import { createLogger } from '../../src/obs/logger';
 import { Metrics } from '../../src/obs/metrics';
 import { AdmissionAuthority, admissionSettings } from '../../src/recovery/admission';
-import { reassemble } from '../support/client';
-import type { LegAbort, LegResponse } from '../../src/upstream/client';
-import { LegBody } from '../../src/upstream/leg-body';
 import type { GatewayContext } from '../../src/stream/context';
 import { OriginatedResponse } from '../../src/stream/originated-response';
 import { IllegalTransitionError } from '../../src/stream/request-state';
+import type { LegAbort, LegResponse } from '../../src/upstream/client';
+import { LegBody } from '../../src/upstream/leg-body';
+import { reassemble } from '../support/client';
 
 /** What Envoy would pass on to the client. */
 class FakeStream {
@@ -89,11 +89,21 @@ class FakeUpstream {
   }
 }
 
-const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({ id: 'chatcmpl-1', model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] });
+const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+  id: 'chatcmpl-1',
+  model: 'm',
+  choices: [{ index: 0, delta, finish_reason: finish }],
+});
 const ROLE = chunk({ role: 'assistant', content: '' });
 
 function setup(env: Record<string, string> = {}) {
-  const config = loadConfig({ DOWNSTREAM_URL: 'http://egress.test', CONTINUATION_MODEL: 'generic-test', STALL_IDLE_TIMEOUT_SECONDS: '0.05', LOG_LEVEL: 'silent', ...env });
+  const config = loadConfig({
+    DOWNSTREAM_URL: 'http://egress.test',
+    CONTINUATION_MODEL: 'generic-test',
+    STALL_IDLE_TIMEOUT_SECONDS: '0.05',
+    LOG_LEVEL: 'silent',
+    ...env,
+  });
   const logs: any[] = [];
   const log = createLogger('debug', { write: (line: string) => void logs.push(JSON.parse(line)) });
   const streams = { active: 0 };
@@ -164,7 +174,9 @@ describe('OriginatedResponse (fake upstream, fake Envoy stream)', () => {
   it('a reset after the first delta: one continuation from the delivered text, avoiding the failed replica', async () => {
     const t = setup();
     const leg1 = await t.upstream.next(0);
-    leg1.head(200, { 'content-type': 'text/event-stream', 'x-gateway-upstream-host': '10.0.0.1:8000' }).events(ROLE, chunk({ content: 'The answer' }));
+    leg1
+      .head(200, { 'content-type': 'text/event-stream', 'x-gateway-upstream-host': '10.0.0.1:8000' })
+      .events(ROLE, chunk({ content: 'The answer' }));
     await new Promise((r) => setImmediate(r));
     expect(t.r.state).toBe('decode');
     leg1.crash();
@@ -174,7 +186,9 @@ describe('OriginatedResponse (fake upstream, fake Envoy stream)', () => {
     expect(leg2.headers['x-gateway-avoid-host']).toBe('10.0.0.1:8000');
     expect(leg2.sent.continue_final_message).toBe(true);
     expect(leg2.sent.messages.at(-1)).toEqual({ role: 'assistant', content: '<think></think>The answer' });
-    leg2.head().events({ ...ROLE, id: 'other' }, { ...chunk({ content: ' is 42.' }), id: 'other' }, { ...chunk({}, 'stop'), id: 'other' }, '[DONE]');
+    leg2
+      .head()
+      .events({ ...ROLE, id: 'other' }, { ...chunk({ content: ' is 42.' }), id: 'other' }, { ...chunk({}, 'stop'), id: 'other' }, '[DONE]');
     leg2.end();
     await t.done;
     const got = reassemble(t.stream.body);
@@ -197,7 +211,9 @@ describe('OriginatedResponse (fake upstream, fake Envoy stream)', () => {
     await t.done;
     const got = reassemble(t.stream.body);
     expect(got.content).toBe('Part');
-    expect(got.errors).toEqual([expect.objectContaining({ code: 'upstream_decode_interrupted', reason: 'leg2-reset', partial_output: true })]);
+    expect(got.errors).toEqual([
+      expect.objectContaining({ code: 'upstream_decode_interrupted', reason: 'leg2-reset', partial_output: true }),
+    ]);
     expect(got.done).toBe(true);
     expect(t.r.state).toBe('interrupted');
     expect(t.upstream.legs).toHaveLength(2);
@@ -211,7 +227,12 @@ describe('OriginatedResponse (fake upstream, fake Envoy stream)', () => {
     await t.done;
     expect(t.stream.status).toBe(502);
     expect(t.stream.headers['retry-after']).toBe('1');
-    expect(JSON.parse(t.stream.body).error).toMatchObject({ code: 'upstream_failed', request_id: 'rid', retryable: true, reason: 'reset:attempts-exhausted' });
+    expect(JSON.parse(t.stream.body).error).toMatchObject({
+      code: 'upstream_failed',
+      request_id: 'rid',
+      retryable: true,
+      reason: 'reset:attempts-exhausted',
+    });
     expect(t.stream.resetWith).toBeNull();
     expect(t.r.state).toBe('answered');
   });

@@ -2,13 +2,24 @@ import {
   decideOnSilence,
   decidePostCommit,
   decidePreCommit,
-  reprefillTooCostly,
   type FailureKind,
   type PostCommitInput,
+  reprefillTooCostly,
   type SilenceInput,
 } from '../../src/recovery/planner';
 
-const ALL_FAILURES: FailureKind[] = ['reset', 'eof', 'error-event', 'abort-finish', 'stall', 'stall-limit', 'first-delta-timeout', 'headers-timeout', 'overloaded', 'connect'];
+const ALL_FAILURES: FailureKind[] = [
+  'reset',
+  'eof',
+  'error-event',
+  'abort-finish',
+  'stall',
+  'stall-limit',
+  'first-delta-timeout',
+  'headers-timeout',
+  'overloaded',
+  'connect',
+];
 
 describe('decidePreCommit', () => {
   const base = { attempt: 1, maxAttempts: 2 };
@@ -20,13 +31,19 @@ describe('decidePreCommit', () => {
   });
 
   it('connect: pass through at once (egress unreachable), even with attempts left', () => {
-    expect(decidePreCommit({ ...base, failure: 'connect', maxAttempts: 5 })).toEqual({ action: 'pass-through', reason: 'egress-unreachable' });
+    expect(decidePreCommit({ ...base, failure: 'connect', maxAttempts: 5 })).toEqual({
+      action: 'pass-through',
+      reason: 'egress-unreachable',
+    });
   });
 
   it('attempts exhausted when attempt >= maxAttempts', () => {
     expect(decidePreCommit({ ...base, failure: 'reset', attempt: 2 })).toEqual({ action: 'pass-through', reason: 'attempts-exhausted' });
     expect(decidePreCommit({ ...base, failure: 'reset', attempt: 3 })).toEqual({ action: 'pass-through', reason: 'attempts-exhausted' });
-    expect(decidePreCommit({ ...base, failure: 'reset', attempt: 1, maxAttempts: 1 })).toEqual({ action: 'pass-through', reason: 'attempts-exhausted' });
+    expect(decidePreCommit({ ...base, failure: 'reset', attempt: 1, maxAttempts: 1 })).toEqual({
+      action: 'pass-through',
+      reason: 'attempts-exhausted',
+    });
     expect(decidePreCommit({ ...base, failure: 'reset', attempt: 2, maxAttempts: 3 })).toEqual({ action: 'retry' });
   });
 
@@ -51,7 +68,8 @@ describe('decidePostCommit', () => {
   });
 
   it('leg2 failures always interrupt, named after the failure (there is never a third leg)', () => {
-    for (const failure of ALL_FAILURES) expect(decidePostCommit({ ...ok, leg: 2, failure })).toEqual({ action: 'interrupt', reason: `leg2-${failure}` });
+    for (const failure of ALL_FAILURES)
+      expect(decidePostCommit({ ...ok, leg: 2, failure })).toEqual({ action: 'interrupt', reason: `leg2-${failure}` });
   });
 
   it('each blocking condition gives its own reason', () => {
@@ -62,15 +80,35 @@ describe('decidePostCommit', () => {
   });
 
   it('precedence: leg2 > tool call > nothing recoverable > unsupported > disabled', () => {
-    const worst: PostCommitInput = { failure: 'eof', leg: 2, toolCallDelivered: true, recoverableText: false, continuationConfigured: false, continuationEnabled: false };
+    const worst: PostCommitInput = {
+      failure: 'eof',
+      leg: 2,
+      toolCallDelivered: true,
+      recoverableText: false,
+      continuationConfigured: false,
+      continuationEnabled: false,
+    };
     expect(decidePostCommit(worst)).toMatchObject({ reason: 'leg2-eof' });
     expect(decidePostCommit({ ...worst, leg: 1 })).toMatchObject({ reason: 'tool-call-delivered' });
     expect(decidePostCommit({ ...worst, leg: 1, toolCallDelivered: false })).toMatchObject({ reason: 'nothing-recoverable' });
-    expect(decidePostCommit({ ...worst, leg: 1, toolCallDelivered: false, recoverableText: true })).toMatchObject({ reason: 'continuation-unsupported' });
-    expect(decidePostCommit({ ...worst, leg: 1, toolCallDelivered: false, recoverableText: true, continuationConfigured: true })).toMatchObject({
+    expect(decidePostCommit({ ...worst, leg: 1, toolCallDelivered: false, recoverableText: true })).toMatchObject({
+      reason: 'continuation-unsupported',
+    });
+    expect(
+      decidePostCommit({ ...worst, leg: 1, toolCallDelivered: false, recoverableText: true, continuationConfigured: true }),
+    ).toMatchObject({
       reason: 'continuation-disabled',
     });
-    expect(decidePostCommit({ ...worst, leg: 1, toolCallDelivered: false, recoverableText: true, continuationConfigured: true, continuationEnabled: true })).toEqual({
+    expect(
+      decidePostCommit({
+        ...worst,
+        leg: 1,
+        toolCallDelivered: false,
+        recoverableText: true,
+        continuationConfigured: true,
+        continuationEnabled: true,
+      }),
+    ).toEqual({
       action: 'continue',
     });
   });

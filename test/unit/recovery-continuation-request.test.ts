@@ -1,8 +1,11 @@
-import { planContinuationRequest, type Leg2Plan } from '../../src/recovery/continuation-request';
+import { type Leg2Plan, planContinuationRequest } from '../../src/recovery/continuation-request';
 
 const cfg = { continuationModel: 'test-model', engine: 'sglang' as const, rates: { cjk: 1.6, other: 4 } };
 const request = (extra: Record<string, unknown> = {}): any => ({
-  model: 'served-alias', stream: true, max_tokens: 1000, temperature: 0.7,
+  model: 'served-alias',
+  stream: true,
+  max_tokens: 1000,
+  temperature: 0.7,
   messages: [{ role: 'user', content: 'hi' }],
   ...extra,
 });
@@ -19,7 +22,10 @@ describe('planContinuationRequest: body', () => {
     expect(p.recovered).toEqual({ promptTokens: 1, reasoningTokens: 4, contentTokens: 5, totalRecovered: 9 });
     expect(p.budgetFields).toEqual(['max_tokens']);
     expect(p.body).toEqual({
-      model: 'served-alias', stream: true, max_tokens: 991, temperature: 0.7,
+      model: 'served-alias',
+      stream: true,
+      max_tokens: 991,
+      temperature: 0.7,
       messages: [
         { role: 'user', content: 'hi' },
         { role: 'assistant', content: '<think>let me think. </think>The answer is par' },
@@ -40,13 +46,15 @@ describe('planContinuationRequest: body', () => {
   });
 
   it('uses the family of CONTINUATION_MODEL, not the request model', () => {
-    const p = sent(planContinuationRequest(request({ model: 'kimi-k3' }), state('k3 thinking. ', 'k3 answer'), { ...cfg, continuationModel: 'Kimi-K3' }));
+    const p = sent(
+      planContinuationRequest(request({ model: 'kimi-k3' }), state('k3 thinking. ', 'k3 answer'), { ...cfg, continuationModel: 'Kimi-K3' }),
+    );
     expect(p.body.messages.at(-1).content).toBe('<|open|>think<|sep|>k3 thinking. <|close|>think<|sep|><|open|>response<|sep|>k3 answer');
     const q = sent(planContinuationRequest(request({ model: 'kimi-k3' }), state('r', 'c'), cfg));
     expect(q.body.messages.at(-1).content).toBe('<think>r</think>c');
   });
 
-  it('merges chat_template_kwargs with the client\'s when turning thinking off', () => {
+  it("merges chat_template_kwargs with the client's when turning thinking off", () => {
     const p = sent(planContinuationRequest(request({ chat_template_kwargs: { foo: 1, thinking: true } }), state('', 'c'), cfg));
     expect(p.body.chat_template_kwargs).toEqual({ foo: 1, thinking: false });
     expect('enable_thinking' in p.body.chat_template_kwargs).toBe(false);
@@ -55,7 +63,9 @@ describe('planContinuationRequest: body', () => {
   });
 
   it('keeps other stream_options keys and forces include_usage', () => {
-    const p = sent(planContinuationRequest(request({ stream_options: { include_usage: false, continuous_usage_stats: true } }), state('', 'c'), cfg));
+    const p = sent(
+      planContinuationRequest(request({ stream_options: { include_usage: false, continuous_usage_stats: true } }), state('', 'c'), cfg),
+    );
     expect(p.body.stream_options).toEqual({ include_usage: true, continuous_usage_stats: true });
   });
 
@@ -107,13 +117,23 @@ describe('planContinuationRequest: budget', () => {
   });
   it('skips when the budget is used up (remaining <= 0)', () => {
     const exact = planContinuationRequest(request({ max_tokens: 2 }), state('', 'abcdefgh'), cfg);
-    expect(exact).toEqual({ kind: 'skip', reason: 'budget-exhausted', recovered: { promptTokens: 1, reasoningTokens: 0, contentTokens: 2, totalRecovered: 2 } });
-    expect(planContinuationRequest(request({ max_tokens: 1 }), state('', 'abcdefgh'), cfg)).toMatchObject({ kind: 'skip', reason: 'budget-exhausted' });
+    expect(exact).toEqual({
+      kind: 'skip',
+      reason: 'budget-exhausted',
+      recovered: { promptTokens: 1, reasoningTokens: 0, contentTokens: 2, totalRecovered: 2 },
+    });
+    expect(planContinuationRequest(request({ max_tokens: 1 }), state('', 'abcdefgh'), cfg)).toMatchObject({
+      kind: 'skip',
+      reason: 'budget-exhausted',
+    });
     expect(planContinuationRequest(request({ max_tokens: 3 }), state('', 'abcdefgh'), cfg)).toMatchObject({ kind: 'send' });
   });
   it('accepts a numeric string budget and declines an unreadable one', () => {
     expect(sent(planContinuationRequest(request({ max_tokens: '10' }), state('', 'abcd'), cfg)).body.max_tokens).toBe(9);
-    expect(planContinuationRequest(request({ max_tokens: 'lots' }), state('', 'abcd'), cfg)).toMatchObject({ kind: 'skip', reason: 'budget-exhausted' });
+    expect(planContinuationRequest(request({ max_tokens: 'lots' }), state('', 'abcd'), cfg)).toMatchObject({
+      kind: 'skip',
+      reason: 'budget-exhausted',
+    });
   });
 });
 

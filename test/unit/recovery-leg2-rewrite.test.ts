@@ -18,19 +18,31 @@ describe('rewriteLeg2Chunk', () => {
   });
 
   it('renames reasoning_content to reasoning when leg1 used reasoning (SGLang leg2 after vLLM leg1)', () => {
-    const out = rewriteLeg2Chunk({ choices: [{ index: 0, delta: { reasoning_content: ' step three.' } }] }, { ...base, reasoningField: 'reasoning' });
+    const out = rewriteLeg2Chunk(
+      { choices: [{ index: 0, delta: { reasoning_content: ' step three.' } }] },
+      { ...base, reasoningField: 'reasoning' },
+    );
     expect(out.choices[0].delta).toEqual({ reasoning: ' step three.' });
   });
   it('renames reasoning to reasoning_content when leg1 used reasoning_content (vLLM leg2 after SGLang leg1)', () => {
-    const out = rewriteLeg2Chunk({ choices: [{ index: 0, delta: { reasoning: ' step three.' } }] }, { ...base, reasoningField: 'reasoning_content' });
+    const out = rewriteLeg2Chunk(
+      { choices: [{ index: 0, delta: { reasoning: ' step three.' } }] },
+      { ...base, reasoningField: 'reasoning_content' },
+    );
     expect(out.choices[0].delta).toEqual({ reasoning_content: ' step three.' });
   });
   it('renames a null reasoning field next to content without losing the content', () => {
-    const out = rewriteLeg2Chunk({ choices: [{ delta: { content: 'done.', reasoning_content: null } }] }, { ...base, reasoningField: 'reasoning' });
+    const out = rewriteLeg2Chunk(
+      { choices: [{ delta: { content: 'done.', reasoning_content: null } }] },
+      { ...base, reasoningField: 'reasoning' },
+    );
     expect(out.choices[0].delta).toEqual({ content: 'done.', reasoning: null });
   });
   it('does not overwrite a non-empty target field', () => {
-    const out = rewriteLeg2Chunk({ choices: [{ delta: { reasoning: 'keep', reasoning_content: 'other' } }] }, { ...base, reasoningField: 'reasoning' });
+    const out = rewriteLeg2Chunk(
+      { choices: [{ delta: { reasoning: 'keep', reasoning_content: 'other' } }] },
+      { ...base, reasoningField: 'reasoning' },
+    );
     expect(out.choices[0].delta).toEqual({ reasoning: 'keep' });
   });
   it('keeps names as they are when leg1 showed no reasoning field', () => {
@@ -39,14 +51,34 @@ describe('rewriteLeg2Chunk', () => {
   });
 
   it('corrects usage when present', () => {
-    const chunk = { id: 'leg2', choices: [], usage: { prompt_tokens: 999, completion_tokens: 3, total_tokens: 1002, reasoning_tokens: 0, prompt_tokens_details: { cached_tokens: 5000 } } };
+    const chunk = {
+      id: 'leg2',
+      choices: [],
+      usage: {
+        prompt_tokens: 999,
+        completion_tokens: 3,
+        total_tokens: 1002,
+        reasoning_tokens: 0,
+        prompt_tokens_details: { cached_tokens: 5000 },
+      },
+    };
     expect(rewriteLeg2Chunk(chunk, base).usage).toEqual({
-      prompt_tokens: 1, completion_tokens: 12, total_tokens: 13, reasoning_tokens: 4, prompt_tokens_details: { cached_tokens: 0 },
+      prompt_tokens: 1,
+      completion_tokens: 12,
+      total_tokens: 13,
+      reasoning_tokens: 4,
+      prompt_tokens_details: { cached_tokens: 0 },
     });
   });
   it('uses the multimodal formula when told so', () => {
     const chunk = { choices: [], usage: { prompt_tokens: 61234, completion_tokens: 4, total_tokens: 61238 } };
-    expect(rewriteLeg2Chunk(chunk, { ...base, multimodal: true, recovered: { ...recovered, reasoningTokens: 0, contentTokens: 7, totalRecovered: 7 } }).usage.prompt_tokens).toBe(61227);
+    expect(
+      rewriteLeg2Chunk(chunk, {
+        ...base,
+        multimodal: true,
+        recovered: { ...recovered, reasoningTokens: 0, contentTokens: 7, totalRecovered: 7 },
+      }).usage.prompt_tokens,
+    ).toBe(61227);
   });
   it('leaves null usage alone', () => {
     expect(rewriteLeg2Chunk({ choices: [{ delta: { content: 'a' } }], usage: null }, base).usage).toBeNull();
@@ -65,16 +97,21 @@ describe('rewriteLeg2Chunk', () => {
     expect(out.choices[0].delta).not.toBe(chunk.choices[0].delta);
   });
   it('passes non-objects through', () => {
-    expect(rewriteLeg2Chunk(null, base)).toBeNull();
+    expect(rewriteLeg2Chunk(null as any, base)).toBeNull();
   });
 });
 
 describe('isRoleOnlyChunk', () => {
   it('detects the role announcement of SGLang and vLLM', () => {
     expect(isRoleOnlyChunk({ id: 'a', choices: [{ index: 0, delta: { role: 'assistant' } }] })).toBe(true);
-    expect(isRoleOnlyChunk({ id: 'a', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] })).toBe(true);
     expect(
-      isRoleOnlyChunk({ choices: [{ index: 0, delta: { role: 'assistant', content: null, reasoning_content: null, tool_calls: null } }], usage: null }),
+      isRoleOnlyChunk({ id: 'a', choices: [{ index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }] }),
+    ).toBe(true);
+    expect(
+      isRoleOnlyChunk({
+        choices: [{ index: 0, delta: { role: 'assistant', content: null, reasoning_content: null, tool_calls: null } }],
+        usage: null,
+      }),
     ).toBe(true);
   });
   it('is false when the chunk carries anything', () => {

@@ -79,16 +79,17 @@ describe('hasMultimodalContent', () => {
     expect(hasMultimodalContent({ messages: [{ role: 'user', content: [{ type: 'text', text: 'a' }, { text: 'b' }] }] })).toBe(false);
   });
   it('is true for any non-text part', () => {
-    expect(
-      hasMultimodalContent({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] }),
-    ).toBe(true);
+    expect(hasMultimodalContent({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'x' } }] }] })).toBe(true);
     expect(hasMultimodalContent({ messages: [{ role: 'user', content: [{ type: 'video_url' }] }] })).toBe(true);
   });
 });
 
 describe('estimateRecoveredTokens', () => {
   it('estimates the original prompt and the delivered text (reference content_done_stall)', () => {
-    const r = estimateRecoveredTokens({ messages: [{ role: 'user', content: 'hi' }] }, 'let me think. ', 'The answer is par', { cjk: 1.6, other: 4 });
+    const r = estimateRecoveredTokens({ messages: [{ role: 'user', content: 'hi' }] }, 'let me think. ', 'The answer is par', {
+      cjk: 1.6,
+      other: 4,
+    });
     expect(r).toEqual({ promptTokens: 1, reasoningTokens: 4, contentTokens: 5, totalRecovered: 9 });
   });
   it('handles CJK reasoning', () => {

@@ -10,7 +10,13 @@ const rec = (promptTokens: number, reasoningTokens: number, contentTokens: numbe
 
 describe('correctUsage (SGLang shape: top-level reasoning_tokens)', () => {
   it('reference content_done_stall: completion adds reasoning and content, prompt is the estimate, cached clamped', () => {
-    const leg2 = { prompt_tokens: 999, completion_tokens: 3, total_tokens: 1002, reasoning_tokens: 0, prompt_tokens_details: { cached_tokens: 5000 } };
+    const leg2 = {
+      prompt_tokens: 999,
+      completion_tokens: 3,
+      total_tokens: 1002,
+      reasoning_tokens: 0,
+      prompt_tokens_details: { cached_tokens: 5000 },
+    };
     const out = correctUsage(leg2, rec(1, 4, 5), false);
     expect(out).toEqual({
       prompt_tokens: 1,
@@ -26,15 +32,22 @@ describe('correctUsage (SGLang shape: top-level reasoning_tokens)', () => {
     expect(out).toEqual({ prompt_tokens: 1, completion_tokens: 10, total_tokens: 11, reasoning_tokens: 8 });
   });
   it('keeps cached_tokens below prompt_tokens but leaves a smaller value alone', () => {
-    expect(correctUsage({ completion_tokens: 1, prompt_tokens_details: { cached_tokens: 500 } }, rec(100, 0, 1), false).prompt_tokens_details).toEqual({ cached_tokens: 99 });
-    expect(correctUsage({ completion_tokens: 1, prompt_tokens_details: { cached_tokens: 20 } }, rec(100, 0, 1), false).prompt_tokens_details).toEqual({ cached_tokens: 20 });
+    expect(
+      correctUsage({ completion_tokens: 1, prompt_tokens_details: { cached_tokens: 500 } }, rec(100, 0, 1), false).prompt_tokens_details,
+    ).toEqual({ cached_tokens: 99 });
+    expect(
+      correctUsage({ completion_tokens: 1, prompt_tokens_details: { cached_tokens: 20 } }, rec(100, 0, 1), false).prompt_tokens_details,
+    ).toEqual({ cached_tokens: 20 });
   });
   it('never makes cached_tokens negative (prompt 0)', () => {
     expect(correctUsage({ prompt_tokens_details: { cached_tokens: 7 } }, rec(0, 0, 1), false).prompt_tokens_details.cached_tokens).toBe(0);
   });
   it('adds the top-level reasoning key when leg2 reported neither shape (as the reference)', () => {
     expect(correctUsage({ prompt_tokens: 10, completion_tokens: 2, total_tokens: 12 }, rec(3, 2, 1), false)).toEqual({
-      prompt_tokens: 3, completion_tokens: 5, total_tokens: 8, reasoning_tokens: 2,
+      prompt_tokens: 3,
+      completion_tokens: 5,
+      total_tokens: 8,
+      reasoning_tokens: 2,
     });
   });
 });
@@ -42,20 +55,28 @@ describe('correctUsage (SGLang shape: top-level reasoning_tokens)', () => {
 describe('correctUsage (vLLM shape: completion_tokens_details.reasoning_tokens)', () => {
   it('adds recovered reasoning inside completion_tokens_details and adds no top-level key', () => {
     const leg2 = {
-      prompt_tokens: 80, completion_tokens: 6, total_tokens: 86,
+      prompt_tokens: 80,
+      completion_tokens: 6,
+      total_tokens: 86,
       prompt_tokens_details: null,
       completion_tokens_details: { reasoning_tokens: 2, accepted_prediction_tokens: 0 },
     };
     const out = correctUsage(leg2, rec(20, 5, 3), false);
     expect(out).toEqual({
-      prompt_tokens: 20, completion_tokens: 14, total_tokens: 34,
+      prompt_tokens: 20,
+      completion_tokens: 14,
+      total_tokens: 34,
       prompt_tokens_details: null,
       completion_tokens_details: { reasoning_tokens: 7, accepted_prediction_tokens: 0 },
     });
     expect('reasoning_tokens' in out).toBe(false);
   });
   it('updates both when both shapes are present', () => {
-    const out = correctUsage({ completion_tokens: 1, reasoning_tokens: 1, completion_tokens_details: { reasoning_tokens: 1 } }, rec(0, 2, 0), false);
+    const out = correctUsage(
+      { completion_tokens: 1, reasoning_tokens: 1, completion_tokens_details: { reasoning_tokens: 1 } },
+      rec(0, 2, 0),
+      false,
+    );
     expect(out.reasoning_tokens).toBe(3);
     expect(out.completion_tokens_details.reasoning_tokens).toBe(3);
   });
@@ -70,7 +91,11 @@ describe('correctUsage (multimodal)', () => {
     expect(correctUsage({ prompt_tokens: 3, completion_tokens: 0 }, rec(0, 5, 5), true).prompt_tokens).toBe(0);
   });
   it('clamps cached_tokens against the subtracted prompt', () => {
-    const out = correctUsage({ prompt_tokens: 1000, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 1000 } }, rec(0, 0, 10), true);
+    const out = correctUsage(
+      { prompt_tokens: 1000, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 1000 } },
+      rec(0, 0, 10),
+      true,
+    );
     expect(out.prompt_tokens).toBe(990);
     expect(out.prompt_tokens_details.cached_tokens).toBe(989);
   });
@@ -78,7 +103,14 @@ describe('correctUsage (multimodal)', () => {
 
 describe('correctUsage purity and robustness', () => {
   it('returns a new object and leaves the input untouched, keeping unknown keys', () => {
-    const leg2 = { prompt_tokens: 5, completion_tokens: 1, total_tokens: 6, reasoning_tokens: 0, prompt_tokens_details: { cached_tokens: 9 }, extra: 'x' };
+    const leg2 = {
+      prompt_tokens: 5,
+      completion_tokens: 1,
+      total_tokens: 6,
+      reasoning_tokens: 0,
+      prompt_tokens_details: { cached_tokens: 9 },
+      extra: 'x',
+    };
     const snapshot = JSON.parse(JSON.stringify(leg2));
     const out = correctUsage(leg2, rec(2, 1, 1), false);
     expect(leg2).toEqual(snapshot);
@@ -87,7 +119,12 @@ describe('correctUsage purity and robustness', () => {
     expect(out.extra).toBe('x');
   });
   it('treats missing or non-numeric counts as 0', () => {
-    expect(correctUsage({ completion_tokens: 'a' }, rec(4, 1, 2), false)).toEqual({ completion_tokens: 3, prompt_tokens: 4, total_tokens: 7, reasoning_tokens: 1 });
+    expect(correctUsage({ completion_tokens: 'a' }, rec(4, 1, 2), false)).toEqual({
+      completion_tokens: 3,
+      prompt_tokens: 4,
+      total_tokens: 7,
+      reasoning_tokens: 1,
+    });
   });
   it('leaves an empty prompt_tokens_details as it was', () => {
     expect(correctUsage({ prompt_tokens_details: {} }, rec(4, 0, 0), false).prompt_tokens_details).toEqual({});
@@ -96,7 +133,11 @@ describe('correctUsage purity and robustness', () => {
 
 describe('correctUsage with an engine-counted prefix (TOKENIZE_URL)', () => {
   const counted = (prompt: 'template' | 'leg2-minus-prefix'): RecoveredTokens => ({
-    promptTokens: 12, reasoningTokens: 0, contentTokens: 30, totalRecovered: 30, prefixTokens: 31,
+    promptTokens: 12,
+    reasoningTokens: 0,
+    contentTokens: 30,
+    totalRecovered: 30,
+    prefixTokens: 31,
     accounting: { method: 'tokenize', dialect: prompt === 'template' ? 'llamacpp' : 'sglang', prompt },
   });
   it('leg2-minus-prefix: prompt = leg2 prompt minus the prefix count (not the estimate)', () => {

@@ -1,6 +1,10 @@
 import { decideScope, type ScopeDecision } from '../../src/request/scope';
 
-const cfg = { continuationModel: 'test-model' as string | undefined, engine: 'sglang' as 'sglang' | 'vllm', maxContinuationBodyBytes: 10 * 1024 * 1024 };
+const cfg = {
+  continuationModel: 'test-model' as string | undefined,
+  engine: 'sglang' as 'sglang' | 'vllm',
+  maxContinuationBodyBytes: 10 * 1024 * 1024,
+};
 const body = (extra: Record<string, unknown> = {}) => ({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hi' }], ...extra });
 const buf = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v));
 const reason = (d: ScopeDecision) => (d.inScope ? 'in-scope' : d.reason);
@@ -18,7 +22,22 @@ describe('decideScope: in scope', () => {
     expect(d.inScope && d.payload.messages[0]).toEqual({ role: 'user', content: 'hi', name: 'bob', custom: 1 });
   });
   it('flags multimodal requests on SGLang and keeps them in scope', () => {
-    const d = decideScope(buf(body({ messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }, { type: 'image_url', image_url: { url: 'u' } }] }] })), cfg);
+    const d = decideScope(
+      buf(
+        body({
+          messages: [
+            {
+              role: 'user',
+              content: [
+                { type: 'text', text: 'x' },
+                { type: 'image_url', image_url: { url: 'u' } },
+              ],
+            },
+          ],
+        }),
+      ),
+      cfg,
+    );
     expect(d).toMatchObject({ inScope: true, multimodal: true });
   });
   it('accepts text-only content parts on vLLM', () => {
@@ -45,7 +64,17 @@ describe('decideScope: skip reasons', () => {
     expect(reason(decideScope(Buffer.alloc(0), cfg))).toBe('not-json');
   });
   it('not-chat-request: not an object, no messages, empty messages, message without role', () => {
-    for (const v of [[1], 'str', null, 42, { stream: true }, body({ messages: [] }), body({ messages: [{ content: 'x' }] }), body({ messages: 'hi' }), body({ messages: [null] })]) {
+    for (const v of [
+      [1],
+      'str',
+      null,
+      42,
+      { stream: true },
+      body({ messages: [] }),
+      body({ messages: [{ content: 'x' }] }),
+      body({ messages: 'hi' }),
+      body({ messages: [null] }),
+    ]) {
       expect(reason(decideScope(buf(JSON.stringify(v)), cfg))).toBe('not-chat-request');
     }
   });
@@ -76,7 +105,9 @@ describe('decideScope: skip reasons', () => {
   it('body-too-large', () => {
     const raw = buf(body());
     expect(decideScope(raw, { ...cfg, maxContinuationBodyBytes: raw.length - 1 })).toEqual({
-      inScope: false, reason: 'body-too-large', detail: `${raw.length} bytes`,
+      inScope: false,
+      reason: 'body-too-large',
+      detail: `${raw.length} bytes`,
     });
   });
   it('vllm-multimodal', () => {
@@ -87,9 +118,13 @@ describe('decideScope: skip reasons', () => {
     const raw = buf(body({ stream: false, continue_final_message: true, response_format: { type: 'json_object' } }));
     expect(reason(decideScope(raw, { ...cfg, continuationModel: undefined, maxContinuationBodyBytes: 1 }))).toBe('not-streaming');
     const raw2 = buf(body({ continue_final_message: true, response_format: { type: 'json_object' } }));
-    expect(reason(decideScope(raw2, { ...cfg, continuationModel: undefined, maxContinuationBodyBytes: 1 }))).toBe('client-continue-final-message');
+    expect(reason(decideScope(raw2, { ...cfg, continuationModel: undefined, maxContinuationBodyBytes: 1 }))).toBe(
+      'client-continue-final-message',
+    );
     const raw3 = buf(body({ response_format: { type: 'json_object' } }));
-    expect(reason(decideScope(raw3, { ...cfg, continuationModel: undefined, maxContinuationBodyBytes: 1 }))).toBe('continuation-model-unset');
+    expect(reason(decideScope(raw3, { ...cfg, continuationModel: undefined, maxContinuationBodyBytes: 1 }))).toBe(
+      'continuation-model-unset',
+    );
     expect(reason(decideScope(raw3, { ...cfg, maxContinuationBodyBytes: 1 }))).toBe('structured-output');
     const raw4 = buf(body({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }));
     expect(reason(decideScope(raw4, { ...cfg, engine: 'vllm', maxContinuationBodyBytes: 1 }))).toBe('body-too-large');

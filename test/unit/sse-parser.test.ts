@@ -1,5 +1,5 @@
 import { prng } from '../../src/fake-engine/answer';
-import { SseParser, type SseEvent } from '../../src/sse/parser';
+import { type SseEvent, SseParser } from '../../src/sse/parser';
 
 type Eol = '\n' | '\r\n' | '\r';
 const EOLS: Array<[string, Eol]> = [
@@ -14,7 +14,8 @@ interface Expected {
   event?: string;
 }
 
-const view = (evs: SseEvent[]) => evs.map((e) => ({ raw: e.raw.toString('utf8'), data: e.data, ...(e.event !== undefined ? { event: e.event } : {}) }));
+const view = (evs: SseEvent[]) =>
+  evs.map((e) => ({ raw: e.raw.toString('utf8'), data: e.data, ...(e.event !== undefined ? { event: e.event } : {}) }));
 const rawOf = (evs: SseEvent[]) => Buffer.concat(evs.map((e) => e.raw));
 const pushAll = (p: SseParser, chunks: Buffer[]) => chunks.flatMap((c) => p.push(c));
 const byteChunks = (b: Buffer) => Array.from({ length: b.length }, (_, i) => b.subarray(i, i + 1));
@@ -93,7 +94,8 @@ describe('SseParser: realistic stream, every split point', () => {
           }
           const all = [...first, ...p.push(input.subarray(i))];
           if (JSON.stringify(view(all)) !== want) bad.push({ i, got: view(all) });
-          if (!rawOf(all).equals(input.subarray(0, completeLen)) || p.bufferedBytes !== trailing.length) bad.push({ i, buffered: p.bufferedBytes });
+          if (!rawOf(all).equals(input.subarray(0, completeLen)) || p.bufferedBytes !== trailing.length)
+            bad.push({ i, buffered: p.bufferedBytes });
         }
         expect(bad).toEqual([]);
       });
@@ -151,7 +153,9 @@ describe('SseParser: line endings', () => {
 
   it('mixed line endings within one event', () => {
     const p = new SseParser();
-    expect(view(p.push(Buffer.from('data: a\rdata: b\ndata: c\r\n\n')))).toEqual([{ raw: 'data: a\rdata: b\ndata: c\r\n\n', data: 'a\nb\nc' }]);
+    expect(view(p.push(Buffer.from('data: a\rdata: b\ndata: c\r\n\n')))).toEqual([
+      { raw: 'data: a\rdata: b\ndata: c\r\n\n', data: 'a\nb\nc' },
+    ]);
   });
 
   it('CR CR LF is two line endings (CR, then CRLF): a blank line', () => {
@@ -333,7 +337,7 @@ function generate(rnd: () => number): { input: Buffer; expected: Expected[]; tra
       const r = rnd();
       if (r < 0.55) {
         if (rnd() < 0.1) {
-          raw += 'data' + eol;
+          raw += `data${eol}`;
           data.push('');
         } else {
           const v = pick(['', ' ', '  ']) + text();
@@ -358,7 +362,7 @@ function generate(rnd: () => number): { input: Buffer; expected: Expected[]; tra
   // with a line break. Never empty, so a final lone CR of the last event is always followed by a byte.
   let trailing = eol.repeat(int(2));
   for (let l = int(3); l > 0; l--) trailing += `data: ${text()}${eol}`;
-  trailing += 'data: ' + text();
+  trailing += `data: ${text()}`;
   return { input: Buffer.from(out + trailing), expected, trailing: Buffer.byteLength(trailing) };
 }
 

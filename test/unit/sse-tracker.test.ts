@@ -1,4 +1,4 @@
-import { SseParser, type SseEvent } from '../../src/sse/parser';
+import { type SseEvent, SseParser } from '../../src/sse/parser';
 import { StreamTracker } from '../../src/sse/tracker';
 
 /** Builds an SseEvent the way the parser would from `data: <json>\n\n`. */
@@ -17,7 +17,7 @@ const feed = (t: StreamTracker, ...evs: SseEvent[]) => {
   for (const e of evs) t.apply(StreamTracker.read(e));
   return t;
 };
-const NONE = { hasDelta: false, reasoning: '', content: '', toolCall: false, finishReason: null, usage: false };
+const NONE = { json: {}, hasDelta: false, reasoning: '', content: '', toolCall: false, finishReason: null, usage: false };
 
 describe('StreamTracker.read: classification', () => {
   it('[DONE], also with surrounding whitespace', () => {
@@ -43,26 +43,51 @@ describe('StreamTracker.read: classification', () => {
 
   it('malformed: not JSON, truncated JSON, and JSON scalars', () => {
     for (const d of ['not json', '{"choices": [', 'null', '42', '"str"', 'true', '']) {
-      expect({ d, o: StreamTracker.read({ raw: Buffer.from(`data: ${d}\n\n`), data: d }) }).toEqual({ d, o: { kind: 'malformed', ...NONE } });
+      expect({ d, o: StreamTracker.read({ raw: Buffer.from(`data: ${d}\n\n`), data: d }) }).toEqual({
+        d,
+        o: { kind: 'malformed', ...NONE },
+      });
     }
   });
 
   it('role-only chunk: a chunk without delta', () => {
     const o = StreamTracker.read(ev(chunk({ role: 'assistant', content: '' })));
-    expect(o).toMatchObject({ kind: 'chunk', hasDelta: false, content: '', reasoning: '', toolCall: false, finishReason: null, usage: false });
+    expect(o).toMatchObject({
+      kind: 'chunk',
+      hasDelta: false,
+      content: '',
+      reasoning: '',
+      toolCall: false,
+      finishReason: null,
+      usage: false,
+    });
   });
 
   it('content delta', () => {
-    expect(StreamTracker.read(ev(chunk({ content: 'Hello' })))).toMatchObject({ kind: 'chunk', hasDelta: true, content: 'Hello', reasoning: '' });
+    expect(StreamTracker.read(ev(chunk({ content: 'Hello' })))).toMatchObject({
+      kind: 'chunk',
+      hasDelta: true,
+      content: 'Hello',
+      reasoning: '',
+    });
   });
 
   it('reasoning via reasoning_content and via reasoning', () => {
-    expect(StreamTracker.read(ev(chunk({ reasoning_content: 'think' })))).toMatchObject({ hasDelta: true, reasoning: 'think', content: '' });
+    expect(StreamTracker.read(ev(chunk({ reasoning_content: 'think' })))).toMatchObject({
+      hasDelta: true,
+      reasoning: 'think',
+      content: '',
+    });
     expect(StreamTracker.read(ev(chunk({ reasoning: 'ponder' })))).toMatchObject({ hasDelta: true, reasoning: 'ponder', content: '' });
   });
 
   it('null content / reasoning are not deltas', () => {
-    expect(StreamTracker.read(ev(chunk({ content: null, reasoning_content: null })))).toMatchObject({ kind: 'chunk', hasDelta: false, content: '', reasoning: '' });
+    expect(StreamTracker.read(ev(chunk({ content: null, reasoning_content: null })))).toMatchObject({
+      kind: 'chunk',
+      hasDelta: false,
+      content: '',
+      reasoning: '',
+    });
   });
 
   it('tool_calls: a non-empty array is a delta; an empty one is not', () => {
@@ -77,7 +102,14 @@ describe('StreamTracker.read: classification', () => {
   });
 
   it('usage-only chunk with choices []', () => {
-    const o = StreamTracker.read(ev({ id: 'chatcmpl-abc', object: 'chat.completion.chunk', choices: [], usage: { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 } }));
+    const o = StreamTracker.read(
+      ev({
+        id: 'chatcmpl-abc',
+        object: 'chat.completion.chunk',
+        choices: [],
+        usage: { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 },
+      }),
+    );
     expect(o).toMatchObject({ kind: 'chunk', hasDelta: false, usage: true, finishReason: null });
     expect(StreamTracker.read(ev(chunk({ content: 'x' }, { usage: null }))).usage).toBe(false);
   });
@@ -90,7 +122,14 @@ describe('StreamTracker.read: classification', () => {
       finishReason: null,
     });
     expect(
-      StreamTracker.read(ev({ choices: [{ index: 1, delta: { content: 'other' } }, { index: 0, delta: { content: 'mine' } }] })),
+      StreamTracker.read(
+        ev({
+          choices: [
+            { index: 1, delta: { content: 'other' } },
+            { index: 0, delta: { content: 'mine' } },
+          ],
+        }),
+      ),
     ).toMatchObject({ content: 'mine' });
     expect(StreamTracker.read(ev({ choices: [{ delta: { content: 'noindex' } }] }))).toMatchObject({ content: 'noindex' });
   });
@@ -131,7 +170,12 @@ describe('StreamTracker.apply: accumulated state', () => {
   });
 
   it('reasoningField is recorded from the first reasoning delta ("reasoning" dialect)', () => {
-    const t = feed(new StreamTracker(), ev(chunk({ role: 'assistant' })), ev(chunk({ reasoning: 'a' })), ev(chunk({ reasoning_content: 'b' })));
+    const t = feed(
+      new StreamTracker(),
+      ev(chunk({ role: 'assistant' })),
+      ev(chunk({ reasoning: 'a' })),
+      ev(chunk({ reasoning_content: 'b' })),
+    );
     expect(t.reasoningField).toBe('reasoning');
     expect(t.reasoning).toBe('ab');
   });
@@ -144,9 +188,17 @@ describe('StreamTracker.apply: accumulated state', () => {
   });
 
   it('id and model come from the first chunk that has them', () => {
-    const t = feed(new StreamTracker(), ev(chunk({ content: 'a' }, { id: 'first', model: 'm1' })), ev(chunk({ content: 'b' }, { id: 'second', model: 'm2' })));
+    const t = feed(
+      new StreamTracker(),
+      ev(chunk({ content: 'a' }, { id: 'first', model: 'm1' })),
+      ev(chunk({ content: 'b' }, { id: 'second', model: 'm2' })),
+    );
     expect([t.id, t.model]).toEqual(['first', 'm1']);
-    const u = feed(new StreamTracker(), ev({ choices: [{ index: 0, delta: { content: 'a' } }] }), ev(chunk({ content: 'b' }, { id: 'late', model: 'ml' })));
+    const u = feed(
+      new StreamTracker(),
+      ev({ choices: [{ index: 0, delta: { content: 'a' } }] }),
+      ev(chunk({ content: 'b' }, { id: 'late', model: 'ml' })),
+    );
     expect([u.id, u.model]).toEqual(['late', 'ml']);
   });
 
@@ -195,13 +247,19 @@ describe('StreamTracker.apply: accumulated state', () => {
   });
 
   it('choices with index != 0 never reach the accumulated text', () => {
-    const t = feed(new StreamTracker(), ev({ id: 'x', choices: [{ index: 1, delta: { content: 'nope', reasoning: 'nope' }, finish_reason: 'stop' }] }));
+    const t = feed(
+      new StreamTracker(),
+      ev({ id: 'x', choices: [{ index: 1, delta: { content: 'nope', reasoning: 'nope' }, finish_reason: 'stop' }] }),
+    );
     expect(t).toMatchObject({ content: '', reasoning: '', reasoningField: null, finishReason: null });
   });
 
   it('events parsed from real SSE bytes (CJK split across chunks) accumulate exactly', () => {
     const bytes = Buffer.from(
-      ['{"id":"z","model":"m","choices":[{"index":0,"delta":{"content":"你好"}}]}', '{"id":"z","choices":[{"index":0,"delta":{"content":"，世界🌍"}}]}']
+      [
+        '{"id":"z","model":"m","choices":[{"index":0,"delta":{"content":"你好"}}]}',
+        '{"id":"z","choices":[{"index":0,"delta":{"content":"，世界🌍"}}]}',
+      ]
         .map((d) => `data: ${d}\r\n\r\n`)
         .join(''),
     );

@@ -4,15 +4,22 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { answerFor, promptTokenCount, withoutTrailingAssistant } from '../../src/fake-engine/answer';
 import { planRequest } from '../../src/fake-engine/plan';
-import { startFakeEngine, type FakeEngine, type TokenizerDialect } from '../../src/fake-engine/server';
+import { type FakeEngine, startFakeEngine, type TokenizerDialect } from '../../src/fake-engine/server';
 import { tokenize } from '../../src/fake-engine/tokens';
 import { familyFor } from '../../src/recovery/prefix-builders';
 import { estimateRecoveredTokens } from '../../src/recovery/token-estimate';
 import { correctUsage } from '../../src/recovery/usage';
-import { applyTemplateUrl, countRecoveredTokens, forgetDetectedDialects, type CountOptions } from '../../src/upstream/tokenizer';
+import { applyTemplateUrl, type CountOptions, countRecoveredTokens, forgetDetectedDialects } from '../../src/upstream/tokenizer';
 
 const RATES = { cjk: 1.6, other: 4 };
-const payload = { model: 'm', stream: true, messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Tell me about continuation.' }] };
+const payload = {
+  model: 'm',
+  stream: true,
+  messages: [
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: 'Tell me about continuation.' },
+  ],
+};
 const answer = answerFor(payload.messages, { reasoning: 12, content: 14 });
 // Cut after 12 reasoning + 5 content tokens, as a crash at token 17 would.
 const reasoning = answer.reasoningTokens.join('');
@@ -31,14 +38,23 @@ afterAll(async () => {
 });
 beforeEach(() => forgetDetectedDialects());
 
-function opts(url: string | undefined, dialect: CountOptions['dialect'], extra: Partial<CountOptions> = {}): CountOptions & { fallbacks: string[] } {
+function opts(
+  url: string | undefined,
+  dialect: CountOptions['dialect'],
+  extra: Partial<CountOptions> = {},
+): CountOptions & { fallbacks: string[] } {
   const fallbacks: string[] = [];
   return { url, dialect, rates: RATES, prefix, onFallback: (r) => fallbacks.push(r), deadlineMs: 2000, fallbacks, ...extra };
 }
 
 /** What the fake engine reports as leg 2's usage for this continuation. */
 function leg2Usage(p: any): { prompt_tokens: number; completion_tokens: number } {
-  const body = { ...p, messages: [...p.messages, { role: 'assistant', content: prefix }], continue_final_message: true, add_generation_prompt: false };
+  const body = {
+    ...p,
+    messages: [...p.messages, { role: 'assistant', content: prefix }],
+    continue_final_message: true,
+    add_generation_prompt: false,
+  };
   const planned = planRequest(body, { 'x-fake-answer-tokens': '12,14' }, 'vllm', 'generic');
   if (!planned.ok) throw new Error(planned.message);
   return { prompt_tokens: planned.plan.promptTokens, completion_tokens: planned.plan.deltas.length };
@@ -91,20 +107,43 @@ test('llama.cpp: the prompt is the templated original request tokenized with spe
   expect(tpl?.body.messages).toEqual(payload.messages);
   const promptCall = seen.find((r) => r.path === '/tokenize' && r.body.add_special === true);
   expect(promptCall?.body.content.startsWith('<|im_start|>system')).toBe(true);
-  for (const r of seen.filter((x) => x.path === '/tokenize' && x !== promptCall)) expect(r.body).toMatchObject({ add_special: false, parse_special: true });
+  for (const r of seen.filter((x) => x.path === '/tokenize' && x !== promptCall))
+    expect(r.body).toMatchObject({ add_special: false, parse_special: true });
 });
 
 test('vLLM: the prompt is counted from the messages with the template fields and the chat defaults', async () => {
   const e = engines.vllm;
   const before = e.requests.length;
-  const withTools = { ...payload, tools: [{ type: 'function', function: { name: 'f', parameters: {} } }], chat_template_kwargs: { thinking: true } };
+  const withTools = {
+    ...payload,
+    tools: [{ type: 'function', function: { name: 'f', parameters: {} } }],
+    chat_template_kwargs: { thinking: true },
+  };
   await countRecoveredTokens(withTools, reasoning, content, opts(`${e.url}/tokenize`, 'vllm'));
   const msg = e.requests.slice(before).find((r) => Array.isArray(r.body.messages));
-  expect(msg?.body).toMatchObject({ model: 'm', add_generation_prompt: true, continue_final_message: false, add_special_tokens: false, tools: withTools.tools, chat_template_kwargs: { thinking: true } });
+  expect(msg?.body).toMatchObject({
+    model: 'm',
+    add_generation_prompt: true,
+    continue_final_message: false,
+    add_special_tokens: false,
+    tools: withTools.tools,
+    chat_template_kwargs: { thinking: true },
+  });
 });
 
 test('multimodal: no template count, the prompt is leg 2 minus the counted prefix', async () => {
-  const mm = { ...payload, messages: [{ role: 'user', content: [{ type: 'text', text: 'Describe.' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] };
+  const mm = {
+    ...payload,
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Describe.' },
+          { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
+        ],
+      },
+    ],
+  };
   const c = await countRecoveredTokens(mm, reasoning, content, opts(`${engines.vllm.url}/tokenize`, 'vllm'));
   expect(c.accounting.prompt).toBe('leg2-minus-prefix');
   expect(correctUsage({ prompt_tokens: 500 + (c.prefixTokens as number), completion_tokens: 3 }, c, true).prompt_tokens).toBe(500);
@@ -139,7 +178,7 @@ describe('falling back to the estimate, said in the result', () => {
     expect(o.fallbacks).toEqual([]);
   });
 
-  test("a vLLM/SGLang body sent to llama.cpp ({tokens: []}) is never taken as 0 tokens", async () => {
+  test('a vLLM/SGLang body sent to llama.cpp ({tokens: []}) is never taken as 0 tokens', async () => {
     const o = opts(`${engines.llamacpp.url}/tokenize`, 'vllm');
     const c = await countRecoveredTokens(payload, reasoning, content, o);
     expect(c.method).toBe('estimate');
@@ -186,7 +225,8 @@ describe('falling back to the estimate, said in the result', () => {
 
   test('llama.cpp without /apply-template: still exact, the prompt from leg 2 minus the prefix', async () => {
     handler = (req, b, res) => {
-      if (req.url === '/tokenize') return json(res, 200, { tokens: typeof b?.content === 'string' ? tokenize(b.content).map((_, i) => i) : [] });
+      if (req.url === '/tokenize')
+        return json(res, 200, { tokens: typeof b?.content === 'string' ? tokenize(b.content).map((_, i) => i) : [] });
       json(res, 404, { error: 'no route' });
     };
     const c = await countRecoveredTokens(payload, reasoning, content, opts(`${base}/tokenize`, 'llamacpp'));

@@ -10,7 +10,7 @@
 // must be exactly what it had left to write plus that one.
 import { resetFaults } from '../../../src/fake-engine/faults';
 import type { Dialect, PrefixFamily, TokenizerDialect } from '../../../src/fake-engine/server';
-import { chatBody, newRequestId, postChat, type ClientResult } from '../../support/client';
+import { type ClientResult, chatBody, newRequestId, postChat } from '../../support/client';
 import { startTestStack, type TestStack } from '../../support/stack';
 import { expectOneCompleteStream, seenFor, uninterrupted } from '../helpers';
 
@@ -96,7 +96,9 @@ export function faultMatrix(dialect: Dialect, family: PrefixFamily, tokenizer: T
           expect(r.usage.completion_tokens).toBe(ref.usage.completion_tokens);
           expect(r.usage.prompt_tokens).toBe(ref.usage.prompt_tokens);
           expect(r.usage.total_tokens).toBe(ref.usage.total_tokens);
-          expect(r.usage.reasoning_tokens ?? r.usage.completion_tokens_details?.reasoning_tokens).toBe(ref.usage.reasoning_tokens ?? ref.usage.completion_tokens_details?.reasoning_tokens);
+          expect(r.usage.reasoning_tokens ?? r.usage.completion_tokens_details?.reasoning_tokens).toBe(
+            ref.usage.reasoning_tokens ?? ref.usage.completion_tokens_details?.reasoning_tokens,
+          );
           const seen = seenFor(stack, id);
           // Index 0: nothing delivered yet (the role chunk is held), so the request is re-run whole;
           // later: leg1 and one continuation leg.
@@ -118,7 +120,9 @@ export function faultMatrix(dialect: Dialect, family: PrefixFamily, tokenizer: T
       });
       const secs = ((Date.now() - started) / 1000).toFixed(1);
       // eslint-disable-next-line no-console
-      console.log(`fault matrix ${dialect} x ${family}: ${cases.length} cases (${FAULT_KINDS.length} kinds x ${N + 1} indices), ${failures.length} failed, ${secs} s`);
+      console.log(
+        `fault matrix ${dialect} x ${family}: ${cases.length} cases (${FAULT_KINDS.length} kinds x ${N + 1} indices), ${failures.length} failed, ${secs} s`,
+      );
       expect(failures).toEqual([]);
     }, 240_000);
   });

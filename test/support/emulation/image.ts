@@ -25,7 +25,8 @@ export function parseRuntimeStage(dockerfile = fs.readFileSync(path.join(ROOT, '
   const nodeImage = /^ARG NODE_IMAGE=(\S+)$/m.exec(joined)![1];
   const runtime = joined.split(/^FROM \S+ AS runtime$/m)[1];
   const env: Record<string, string> = {};
-  for (const m of runtime.matchAll(/^ENV (.+)$/gm)) for (const kv of m[1].trim().split(/\s+/)) env[kv.split('=')[0]] = kv.slice(kv.indexOf('=') + 1);
+  for (const m of runtime.matchAll(/^ENV (.+)$/gm))
+    for (const kv of m[1].trim().split(/\s+/)) env[kv.split('=')[0]] = kv.slice(kv.indexOf('=') + 1);
   const [uid, gid] = /^USER (\d+):(\d+)$/m.exec(runtime)!.slice(1).map(Number);
   const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(runtime)![1]) as string[];
   const healthcheck = JSON.parse(/^HEALTHCHECK .*?CMD (\[.*\])$/m.exec(runtime)![1]) as string[];
@@ -44,7 +45,11 @@ function productionModules(): string {
   fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(tmp, 'package.json'));
   fs.copyFileSync(path.join(ROOT, 'package-lock.json'), path.join(tmp, 'package-lock.json'));
   // What the runtime stage runs: RUN npm ci --omit=dev (from the npm cache when it has everything).
-  execFileSync('npm', ['ci', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts'], { cwd: tmp, stdio: 'ignore', timeout: 300_000 });
+  execFileSync('npm', ['ci', '--omit=dev', '--no-audit', '--no-fund', '--prefer-offline', '--ignore-scripts'], {
+    cwd: tmp,
+    stdio: 'ignore',
+    timeout: 300_000,
+  });
   try {
     fs.renameSync(tmp, dir);
   } catch {

@@ -11,10 +11,10 @@
 //
 // Protocol: one JSON command per line on stdin, one JSON reply per line on stdout ({id, ...}); process exits
 // are reported as {event: 'exit', name, code, signal}.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as http from 'node:http';
+import * as net from 'node:net';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 
@@ -127,7 +127,12 @@ function exec(p: Omit<ProcessSpec, 'name'> & { timeoutMs: number }): Promise<{ c
 }
 
 /** What the kubelet does for an httpGet probe: GET from the node (here: the bridge side) to the pod's address. */
-function httpGet(sandbox: string, port: number, urlPath: string, timeoutMs: number): Promise<{ status: number | null; body: string; error?: string }> {
+function httpGet(
+  sandbox: string,
+  port: number,
+  urlPath: string,
+  timeoutMs: number,
+): Promise<{ status: number | null; body: string; error?: string }> {
   return new Promise((resolve) => {
     const req = http.get({ host: addresses.get(sandbox), port, path: urlPath, timeout: timeoutMs }, (res) => {
       let body = '';

@@ -1,7 +1,7 @@
 // Host side of the compose and pod emulations: starts ./runner.ts in new network, mount and PID namespaces
 // (`unshare`), talks to it, turns its published unix sockets into 127.0.0.1:<ephemeral> TCP ports, and kills
 // it (and so every process in its PID namespace) on stop(), or when this process dies (stdin closes).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
@@ -37,8 +37,23 @@ export function sandboxUnavailableReason(): string | null {
   for (const tool of ['unshare', 'nsenter', 'ip']) {
     if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) return `${tool} not found (util-linux, iproute2)`;
   }
-  const r = spawnSync('unshare', [...userFlags(), '--net', '--mount', '--pid', '--fork', '--mount-proc', 'sh', '-c', 'ip link add b0 type bridge && ip link add v0 type veth peer name v1'], { encoding: 'utf8', timeout: 10_000 });
-  if (r.status !== 0) return `cannot create network namespaces with a bridge and veth pairs: ${(r.stderr || r.error?.message || '').trim()}`;
+  const r = spawnSync(
+    'unshare',
+    [
+      ...userFlags(),
+      '--net',
+      '--mount',
+      '--pid',
+      '--fork',
+      '--mount-proc',
+      'sh',
+      '-c',
+      'ip link add b0 type bridge && ip link add v0 type veth peer name v1',
+    ],
+    { encoding: 'utf8', timeout: 10_000 },
+  );
+  if (r.status !== 0)
+    return `cannot create network namespaces with a bridge and veth pairs: ${(r.stderr || r.error?.message || '').trim()}`;
   return null;
 }
 
@@ -61,18 +76,33 @@ export class Sandbox {
 
   private constructor(
     readonly dir: string,
-    private readonly spec: RunnerSpec,
+    readonly _spec: RunnerSpec,
   ) {
     const runner = path.join(__dirname, 'runner.js');
-    this.child = spawn('unshare', [...userFlags(), '--net', '--mount', '--pid', '--fork', '--kill-child', '--mount-proc', process.execPath, runner, path.join(dir, 'spec.json')], {
-      stdio: ['pipe', 'pipe', 'pipe'],
-      detached: true,
-    });
+    this.child = spawn(
+      'unshare',
+      [
+        ...userFlags(),
+        '--net',
+        '--mount',
+        '--pid',
+        '--fork',
+        '--kill-child',
+        '--mount-proc',
+        process.execPath,
+        runner,
+        path.join(dir, 'spec.json'),
+      ],
+      {
+        stdio: ['pipe', 'pipe', 'pipe'],
+        detached: true,
+      },
+    );
     this.child.stderr!.on('data', (d) => fs.appendFileSync(path.join(dir, 'runner.stderr'), d));
     readline.createInterface({ input: this.child.stdout! }).on('line', (line) => this.onLine(line));
   }
 
-  private readyResolve?: (v: void) => void;
+  private readyResolve?: () => void;
   private readyReject?: (e: Error) => void;
 
   private onLine(line: string): void {
@@ -155,7 +185,12 @@ export class Sandbox {
   }
 
   /** An HTTP GET from the bridge side (the node, for a kubelet probe or a Prometheus scrape). */
-  httpGet(sandbox: string, port: number, urlPath: string, timeoutMs = 2000): Promise<{ status: number | null; body: string; error?: string }> {
+  httpGet(
+    sandbox: string,
+    port: number,
+    urlPath: string,
+    timeoutMs = 2000,
+  ): Promise<{ status: number | null; body: string; error?: string }> {
     return this.call({ op: 'httpGet', sandbox, port, path: urlPath, timeoutMs });
   }
 
