@@ -3,9 +3,9 @@
 import { deliveredTokens } from './give-up';
 import type { OriginatedResponse } from './originated-response';
 
-export function transitionRecord(r: OriginatedResponse, decision: string, extra: Record<string, unknown>): Record<string, unknown> {
+/** The article's phase record: where the request stands, on every record. */
+function phaseRecord(r: OriginatedResponse): Record<string, unknown> {
   return {
-    decision,
     completion_id: r.tracker.id,
     phase: r.state,
     attempt: r.attempt,
@@ -13,21 +13,18 @@ export function transitionRecord(r: OriginatedResponse, decision: string, extra:
     replica: r.lastHost ?? null,
     first_delta_sent: r.firstDeltaAt !== null,
     model_revision: r.modelRevision ?? null,
-    ...extra,
   };
+}
+
+export function transitionRecord(r: OriginatedResponse, decision: string, extra: Record<string, unknown>): Record<string, unknown> {
+  return { decision, ...phaseRecord(r), ...extra };
 }
 
 export function requestEndRecord(r: OriginatedResponse): Record<string, unknown> {
   return {
     event: 'request_end',
-    completion_id: r.tracker.id,
+    ...phaseRecord(r),
     model: r.tracker.model,
-    phase: r.state,
-    attempt: r.attempt,
-    legs: r.legs,
-    replica: r.lastHost ?? null,
-    first_delta_sent: r.firstDeltaAt !== null,
-    model_revision: r.modelRevision ?? null,
     delivered_output_tokens: deliveredTokens(r),
     delivered_reasoning_chars: r.tracker.reasoning.length,
     delivered_content_chars: r.tracker.content.length,
