@@ -160,11 +160,12 @@ async function main(): Promise<number> {
       }
       engines = await Promise.all(
         ['replica-a', 'replica-b'].map(async (name) => {
-          const port = await freePort();
+          // Port 0: the engine binds an ephemeral port itself and names it (no window for another process to
+          // take a port picked here first; seen in CI with two jest workers starting stacks).
           const c = spawnNode(
             name,
             fakeEngineMain,
-            ['--port', String(port), '--name', name, '--dialect', dialect, '--family', 'generic', '--token-ms', '40'],
+            ['--port', '0', '--name', name, '--dialect', dialect, '--family', 'generic', '--token-ms', '40'],
             env,
             false,
           );
