@@ -108,14 +108,14 @@ export const DEMO_CONTINUATION_ENVOY_OPTIONS: EnvoyConfigOptions = Object.freeze
 export const ROUTER_CLUSTER = 'router_tier';
 export const CONTINUATION_CLUSTER = 'continuation_tier';
 export const EXT_PROC_CLUSTER = 'ext_proc';
-/** Response header the egress listeners add: Envoy's %RESPONSE_FLAGS% for the leg ("-" when none). */
-export const UPSTREAM_FLAGS_HEADER = 'x-gateway-upstream-flags';
-/** Response header the egress listeners add: the replica that served the leg (its `replica` name, else the address). */
-export const UPSTREAM_HOST_HEADER = 'x-gateway-upstream-host';
-/** Request header of a recovery leg: the replica to avoid (a name from UPSTREAM_HOST_HEADER). */
-export const AVOID_HOST_HEADER = 'x-gateway-avoid-host';
+
+// The headers between the sidecar and its egress listeners are named once, where the sidecar reads and
+// writes them: Envoy's %RESPONSE_FLAGS%, the replica that served a leg, the replica a recovery leg avoids.
+import { AVOID_HOST_HEADER, UPSTREAM_FLAGS_HEADER, UPSTREAM_HOST_HEADER } from '../request/forward-headers';
+
 /** Request header the front listener sets to the client's own x-request-id (absent when Envoy generated it). */
 export { CLIENT_REQUEST_ID_HEADER } from '../openai/tool-call-ids';
+export { AVOID_HOST_HEADER, UPSTREAM_FLAGS_HEADER, UPSTREAM_HOST_HEADER };
 
 import { CLIENT_REQUEST_ID_HEADER } from '../openai/tool-call-ids';
 
