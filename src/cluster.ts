@@ -154,7 +154,7 @@ export async function runPrimary(
 let remoteAdmission: RemoteAdmission | undefined;
 
 /** In a worker: recovery admission asks the primary (pass to startSidecar's `admission` option). */
-export function workerAdmission(streams: { active: number }): RecoveryAdmission {
+export function workerAdmission(streams: { readonly active: number }): RecoveryAdmission {
   remoteAdmission = new RemoteAdmission(streams, (m) => (process.connected && process.send ? process.send(m) : false));
   return remoteAdmission;
 }

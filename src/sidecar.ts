@@ -46,11 +46,17 @@ export interface SidecarOptions {
    * Recovery admission from elsewhere (a cluster worker asks the primary); by default this process is its
    * own authority, with its metrics in its registry.
    */
-  admission?: (streams: { active: number }) => RecoveryAdmission;
+  admission?: (streams: { readonly active: number }) => RecoveryAdmission;
 }
 
 export async function startSidecar(config: GatewayConfig, log: Logger, opts: SidecarOptions = {}): Promise<Sidecar> {
-  const streams = { active: 0 };
+  // The originated streams in flight; their count is what admission and the drain read.
+  const inFlight = new Set<{ shutdown(): void }>();
+  const streams = {
+    get active() {
+      return inFlight.size;
+    },
+  };
   const drainState = { draining: false };
   const metrics = new Metrics(
     () => ({ activeStreams: streams.active }),
@@ -78,7 +84,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
     streams,
     metrics,
     drain: drainState,
-    inFlight: new Set(),
+    inFlight,
     envoyVersion,
   };
   const health = new HealthStatus('NOT_SERVING');

@@ -112,7 +112,7 @@ export class RemoteAdmission implements RecoveryAdmission {
   private reported = -1;
 
   constructor(
-    private readonly streams: { active: number },
+    private readonly streams: { readonly active: number },
     private readonly send: (m: AdmissionRequestMessage) => boolean,
   ) {
     setInterval(() => {

@@ -12,8 +12,8 @@ export interface GatewayContext {
   readonly upstream: UpstreamClient;
   /** Re-prefill slots for recovery legs (this process's authority, or the cluster primary's). */
   readonly admission: RecoveryAdmission;
-  /** Originated streams in progress in this process. */
-  readonly streams: { active: number };
+  /** Originated streams in progress in this process (derived: inFlight.size). */
+  readonly streams: { readonly active: number };
   readonly log: Logger;
   readonly metrics: Metrics;
   /** Set by Sidecar.drain(): new requests are passed through (native proxying). */

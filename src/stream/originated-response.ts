@@ -110,7 +110,6 @@ export class OriginatedResponse {
   }
 
   async run(): Promise<void> {
-    this.ctx.streams.active++;
     this.ctx.inFlight.add(this);
     try {
       await this.runLeg1Attempts();
@@ -129,7 +128,6 @@ export class OriginatedResponse {
           );
       await end.catch(() => this.delivery.reset('gateway-internal-error'));
     } finally {
-      this.ctx.streams.active--;
       this.ctx.inFlight.delete(this);
       this.ctx.metrics.requestEnded({
         legs: this.legs,
