@@ -74,6 +74,7 @@ function leg1Host(r: OriginatedResponse) {
     toolCallKey: r.toolCallKey,
     isGone: () => r.gone,
     commit: () => r.commit(),
+    onFirstToken: () => r.settleSlot('ok'),
     endAfterFinish: (how: string) => r.endAfterFinish(how),
   };
 }

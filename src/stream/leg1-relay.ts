@@ -32,6 +32,11 @@ export interface Leg1Host {
   isGone(): boolean;
   /** The commit point: the first delta is about to be delivered. */
   commit(): Promise<void>;
+  /**
+   * The attempt produced its first token: a retry's re-prefill is over. Usually the commit point too, but held
+   * structured output commits only at its finish, long after the prefill.
+   */
+  onFirstToken(): void;
   /** The answer is complete; close the stream cleanly. */
   endAfterFinish(how: string): Promise<LegOutcome>;
 }
@@ -62,6 +67,7 @@ export function relayLeg1(h: Leg1Host, reader: LegReader): Promise<LegOutcome> {
         'held output too large: delivered unbuffered',
       );
     }
+    if (delta || complete) h.onFirstToken();
     if (h.structured ? complete || overflow : delta || complete) await h.commit();
   };
 

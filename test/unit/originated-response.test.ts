@@ -9,7 +9,7 @@ import { AdmissionAuthority, admissionSettings } from '../../src/recovery/admiss
 import type { GatewayContext } from '../../src/stream/context';
 import { OriginatedResponse } from '../../src/stream/originated-response';
 import { IllegalTransitionError } from '../../src/stream/request-state';
-import type { LegAbort, LegResponse } from '../../src/upstream/client';
+import { type LegAbort, LegOpenError, type LegResponse } from '../../src/upstream/client';
 import { LegBody } from '../../src/upstream/leg-body';
 import { reassemble } from '../support/client';
 
@@ -96,7 +96,7 @@ const chunk = (delta: Record<string, unknown>, finish: string | null = null) => 
 });
 const ROLE = chunk({ role: 'assistant', content: '' });
 
-function setup(env: Record<string, string> = {}) {
+function setup(env: Record<string, string> = {}, structured = false) {
   const config = loadConfig({
     DOWNSTREAM_URL: 'http://egress.test',
     CONTINUATION_MODEL: 'generic-test',
@@ -126,7 +126,7 @@ function setup(env: Record<string, string> = {}) {
     rawBody: Buffer.from(JSON.stringify(payload)),
     payload,
     multimodal: false,
-    structured: false,
+    structured,
   });
   const done = r.run();
   const decisions = () => logs.filter((l) => l.decision).map((l) => l.decision);
@@ -273,6 +273,22 @@ describe('OriginatedResponse (fake upstream, fake Envoy stream)', () => {
     await t.done;
     expect(reassemble(t.stream.body).content).toBe('Slow down');
     expect(t.logs.find((l) => l.decision === 'TRIGGERED')).toMatchObject({ failure: 'stall' });
+  });
+
+  it('a retry holds its re-prefill slot until its first token, even when held structured output commits only at the finish', async () => {
+    const t = setup({ BUFFER_STRUCTURED_OUTPUT: 'true' }, true);
+    const authority = t.ctx.admission as AdmissionAuthority;
+    (await t.upstream.next(0)).failBeforeHead(new LegOpenError('reset'));
+    const retry = await t.upstream.next(1);
+    expect(authority.inFlight).toBe(1);
+    retry.head().events(ROLE, chunk({ content: '{"a"' }));
+    await new Promise((r) => setImmediate(r));
+    expect(t.stream.status).toBeNull(); // still held: nothing committed
+    expect(authority.inFlight).toBe(0); // but the prefill is over
+    retry.events(chunk({ content: ': 1}' }), chunk({}, 'stop'), '[DONE]');
+    retry.end();
+    await t.done;
+    expect(reassemble(t.stream.body).content).toBe('{"a": 1}');
   });
 
   it('the state machine rejects an illegal move, and a late move after the end is ignored', async () => {
