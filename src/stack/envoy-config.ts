@@ -168,8 +168,8 @@ function checkTier(name: string, tier: UpstreamHost[] | undefined): asserts tier
 }
 
 /**
- * Access log line: no header values and no bodies (prompts and answers never reach a log), only what tells a
- * failure apart: which listener/route, status, %RESPONSE_FLAGS% (UF, URX, UH, UC, DC, ...), code details,
+ * Access log line: no header values but the request id, and no bodies (prompts and answers never reach a log),
+ * only what tells a failure apart: which listener/route, the request id the sidecar's records carry, status, %RESPONSE_FLAGS% (UF, URX, UH, UC, DC, ...), code details,
  * upstream host, attempts, timing and byte counts. The path is logged without its query string.
  */
 function accessLog(listener: string): object[] {
@@ -181,7 +181,7 @@ function accessLog(listener: string): object[] {
         log_format: {
           text_format_source: {
             inline_string:
-              `[%START_TIME%] ${listener} %REQ(:METHOD)% %REQ_WITHOUT_QUERY(:PATH)% %PROTOCOL% ` +
+              `[%START_TIME%] ${listener} %REQ(:METHOD)% %REQ_WITHOUT_QUERY(:PATH)% %PROTOCOL% rid=%REQ(X-REQUEST-ID)% ` +
               'code=%RESPONSE_CODE% flags=%RESPONSE_FLAGS% details=%RESPONSE_CODE_DETAILS% ' +
               'route=%ROUTE_NAME% upstream=%UPSTREAM_HOST% attempts=%UPSTREAM_REQUEST_ATTEMPT_COUNT% ' +
               'ttfb_ms=%RESPONSE_DURATION% dur_ms=%DURATION% rx=%BYTES_RECEIVED% tx=%BYTES_SENT%\n',

@@ -89,14 +89,41 @@ describe('clients that do not read, against the memory cap', () => {
     expect(peakRss - rss0).toBeLessThan(CAP);
     // The cap cuts the non-readers that hold the most of Envoy's memory, largest first, while the heap is
     // above half the cap; how many depends on how fast the answers arrive (two shared cores). Each cut one
-    // ends without its last chunk and the sidecar saw its client go; every other one is whole once it reads.
+    // ends without its last chunk; every other one is whole once it reads, and the sidecar recorded it
+    // `completed`. A cut one was seen by the sidecar as its client going (`client-disconnected`), or, when
+    // the sidecar had already handed Envoy the whole answer and Envoy was still holding its tail, `completed`:
+    // the outcome says what the sidecar delivered to Envoy; Envoy's access log says what became of it.
     const cut = nonReaderResults.filter((r) => !r.complete);
     if (peakHeap > CAP / 2) expect(resets).toBeGreaterThan(0);
     expect(cut).toHaveLength(resets);
     for (const r of nonReaderResults) expect(r.status).toBe(200);
-    ends.forEach((e, i) => expect(e).toMatchObject({ outcome: nonReaderResults[i].complete ? 'completed' : 'client-disconnected' }));
+    ends.forEach((e, i) => {
+      if (nonReaderResults[i].complete) expect(e).toMatchObject({ outcome: 'completed' });
+      else expect(['client-disconnected', 'completed']).toContain(e.outcome);
+    });
+    // Envoy names every cut one in its access log: the front hop's line for it has the overload flag.
+    const accessLog = stack.envoy.logs().split('\n');
+    const cutIds = nonReaders.filter((_, i) => !nonReaderResults[i].complete).map((c) => c.id);
+    const flaggedOm = cutIds.filter((id) => accessLog.some((l) => l.includes(`rid=${id} `) && /flags=\S*OM/.test(l)));
+    expect(flaggedOm).toEqual(cutIds);
     // The readers were untouched: whole answers, on their first leg.
     const expected = answerFor(BODY.messages, { reasoning: 0, content: READER_TOKENS }).contentTokens.join('');
+    const cutReaders = readerResults.filter((r) => r.transportError !== null || !r.done);
+    if (cutReaders.length > 0)
+      process.stderr.write(`Envoy counters:\n${await admin('/stats?usedonly&filter=flood|reset|overload|timeout')}\n`);
+    readerResults.forEach((r, i) => {
+      if (r.transportError === null && r.done) return;
+      // What Envoy and the sidecar saw of a reader that was cut: the lines that tell why.
+      const id = readerIds[i];
+      const envoyLines = stack.envoy
+        .logs()
+        .split('\n')
+        .filter((l) => l.includes(id) || /\]\[(warning|error|critical)\]/.test(l));
+      process.stderr.write(
+        `reader ${id} cut (${r.transportError}) after ${r.content.length} chars:\n` +
+          `${envoyLines.slice(-20).join('\n')}\n${JSON.stringify(stack.logs.filter((l) => l.request_id === id))}\n`,
+      );
+    });
     for (const r of readerResults) {
       expect(r.status).toBe(200);
       expect(r.transportError).toBeNull();

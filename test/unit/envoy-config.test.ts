@@ -336,11 +336,12 @@ describe('renderEnvoyConfig content', () => {
     expect(cfg.admin.address.socket_address.address).toBe('127.0.0.1');
   });
 
-  it('the access log carries flags and codes but no header values or bodies', () => {
+  it('the access log carries flags, codes and the request id but no other header values or bodies', () => {
     const fmt: string = hcm(front).access_log[0].typed_config.log_format.text_format_source.inline_string;
     expect(fmt).toContain('%RESPONSE_FLAGS%');
     expect(fmt).toContain('%RESPONSE_CODE%');
-    expect(fmt).not.toMatch(/%(REQ|RESP)\((?!:METHOD\))/);
+    expect(fmt).toContain('rid=%REQ(X-REQUEST-ID)%');
+    expect(fmt).not.toMatch(/%(REQ|RESP)\((?!:METHOD\)|X-REQUEST-ID\))/);
     expect(fmt).not.toMatch(/BODY/);
   });
 

@@ -154,10 +154,10 @@ describe('startEnvoy against stand-ins', () => {
   it('logs() holds the access log with flags and codes', async () => {
     await request(`${envoy.egressUrl}/logged`);
     const deadline = Date.now() + 5000;
-    while (!/egress GET \/logged HTTP\/1\.1 code=200 flags=-/.test(envoy.logs()) && Date.now() < deadline) {
+    while (!/egress GET \/logged HTTP\/1\.1 rid=\S+ code=200 flags=-/.test(envoy.logs()) && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 100));
     }
-    expect(envoy.logs()).toMatch(/egress GET \/logged HTTP\/1\.1 code=200 flags=- /);
+    expect(envoy.logs()).toMatch(/egress GET \/logged HTTP\/1\.1 rid=\S+ code=200 flags=- /);
   });
 
   it('sidecar down: health check marks it unhealthy and chat requests are proxied natively (fail-open)', async () => {
