@@ -105,11 +105,18 @@ export class LegReader implements LegBodySink {
   /** Resolves true when timeoutMs passed with nothing new, false as soon as something arrived. */
   private waitForChunk(timeoutMs: number): Promise<boolean> {
     return new Promise<boolean>((resolve) => {
-      const timer = timeoutMs > 0 ? setTimeout(() => this.notify(true), timeoutMs) : undefined;
-      this.wake = (idle) => {
+      const wake = (idle: boolean) => {
         if (timer && !idle) clearTimeout(timer);
         resolve(idle);
       };
+      // A timer runs before the event loop polls sockets. When the loop was busy (a sidecar under a burst),
+      // the timer fires late and the replica's next bytes may already sit unread in the socket: the verdict
+      // waits one poll phase (setImmediate runs after it), so the sidecar does not take its own slowness for
+      // a stalled replica and start a needless recovery leg. Only this wait's verdict: a later wait is not
+      // woken by it.
+      const timer =
+        timeoutMs > 0 ? setTimeout(() => setImmediate(() => this.wake === wake && this.notify(true)), timeoutMs) : undefined;
+      this.wake = wake;
     });
   }
 

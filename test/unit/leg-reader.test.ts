@@ -73,6 +73,33 @@ describe('LegReader', () => {
     expect(ev.type === 'events' && ev.events[0].data).toBe('x');
   });
 
+  it('a timer that fires late (a busy event loop) is not silence when bytes already wait in the socket', async () => {
+    let send: (() => void) | undefined;
+    script = (_req, res) => {
+      sse(res);
+      send = () => res.write('data: {"late":1}\n\n');
+    };
+    const leg = await open();
+    const r = new LegReader(leg.body);
+    const read = r.next(50);
+    // The replica's bytes reach the client socket's kernel buffer, then the event loop is kept busy past the
+    // 50 ms timer: when it turns again, the timer is due and the bytes are unread.
+    send?.();
+    const busyUntil = Date.now() + 150;
+    while (Date.now() < busyUntil) {
+      // a sidecar busy with other streams
+    }
+    try {
+      const x = await read;
+      expect(x.type).toBe('events');
+      if (x.type === 'events') expect(x.events.map((e) => e.data)).toEqual(['{"late":1}']);
+      // A real silence afterwards is still reported.
+      expect((await r.next(50)).type).toBe('idle');
+    } finally {
+      r.fence(); // an open leg would keep client.close() in afterAll waiting
+    }
+  });
+
   it('keeps chunks that arrive before a reader attaches', async () => {
     script = (_req, res) => {
       sse(res);
