@@ -312,8 +312,8 @@ function extProcCluster(o: EnvoyConfigOptions): object {
     typed_extension_protocol_options: {
       [HTTP_OPTIONS_KEY]: {
         '@type': T.httpOptions,
-        // Without the graceful-close runtime flag (set in our bootstraps, see layered_runtime; not in Istio's),
-        // Envoy ends every ext_proc stream with a RST_STREAM (ext_proc's close() half-closes, then resets). The
+        // Envoy ends every ext_proc stream with a RST_STREAM (ext_proc's close() half-closes, then resets; the
+        // graceful-close runtime flag that avoids it crashed Envoy, see the bootstrap's comment). The
         // sidecar's HTTP/2 server (nghttp2 in Node) rate-limits received resets as a "rapid reset" defence: 1000
         // at once, then 33 a second; past that it sends GOAWAY and ends the connection, and the streams Envoy
         // was opening on it fail with a 500 (seen at ~300 requests/s: docs/envoy.md (f)). A connection that
@@ -710,12 +710,10 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
     // Admin on loopback only: it can stop Envoy and dump config.
     admin: { address: socketAddress('127.0.0.1', o.adminPort) },
     static_resources: { listeners, clusters },
-    // ext_proc ends its gRPC side stream with a half-close and waits (up to 1 s) for the sidecar's own close,
-    // instead of a RST_STREAM per request: no "rapid reset" counting at the sidecar's HTTP/2 server (see
-    // extProcCluster) and no stream error built per request there (docs/envoy.md (f)). Off by default in 1.40.
-    layered_runtime: {
-      layers: [{ name: 'static', static_layer: { 'envoy.reloadable_features.ext_proc_graceful_grpc_close': true } }],
-    },
+    // No layered_runtime: in particular NOT `envoy.reloadable_features.ext_proc_graceful_grpc_close` (off by
+    // default in 1.40). With it, an HTTP stream reset before the sidecar closed its side stream (a client cut
+    // by the memory cap) crashed Envoy with SIGSEGV when the sidecar's close arrived (docs/envoy.md (f)); the
+    // per-connection stream cap alone keeps the reset-per-stream default safe (see extProcCluster).
     // The connection cap and the memory cap for clients that do not read: envoy-memory.ts, docs/envoy.md (g).
     overload_manager: overloadManager(o.maxHeapBytes ?? DEFAULT_MAX_HEAP_BYTES),
     // The chat hop (chatListener) is an internal listener.

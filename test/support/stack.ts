@@ -7,6 +7,7 @@ import { type FakeEngine, type FakeEngineOptions, startFakeEngine } from '../../
 import { createLogger } from '../../src/obs/logger';
 import { type Sidecar, startSidecar } from '../../src/sidecar';
 import { type RunningEnvoy, startEnvoy } from '../../src/stack/envoy-process';
+import type { ChildExit } from '../../src/stack/managed-child';
 import { freePorts } from '../../src/stack/ports';
 import { captureLogs } from './log-capture';
 
@@ -46,6 +47,8 @@ export interface TestStack {
   waitForEnd(requestId: string, timeoutMs?: number): Promise<any>;
   stopSidecar(): Promise<void>;
   stop(): Promise<void>;
+  /** Set when Envoy exited before stop(). */
+  envoyExit?: ChildExit;
 }
 
 /**
@@ -118,6 +121,21 @@ async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
     await closeStarted();
     throw e;
   });
+  // Envoy dying under a suite shows up as clients cut mid-answer; say so, with what Envoy last wrote.
+  let stopping = false;
+  void envoy.exited.then((x) => {
+    if (stopping) return;
+    stack.envoyExit = x;
+    // Its application log only (the access log lines start with an ISO time): a crash's cause and backtrace.
+    const appLog = envoy
+      .logs()
+      .split('\n')
+      .filter((l) => !/^\[\d{4}-\d\d-\d\dT/.test(l));
+    process.stderr.write(
+      `[test stack] Envoy exited while the suite was running (code ${x.code}, signal ${x.signal}); its last output:\n` +
+        `${appLog.slice(-200).join('\n')}\n`,
+    );
+  });
   const stack: TestStack = {
     url: `http://127.0.0.1:${listenPort}`,
     engines,
@@ -132,6 +150,7 @@ async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
       sidecar = undefined;
     },
     async stop() {
+      stopping = true;
       await envoy.stop();
       await sidecar?.close();
       // The engines the stack has now: a suite may have swapped one for another (a different dialect on the
