@@ -114,8 +114,7 @@ export class LegReader implements LegBodySink {
       // waits one poll phase (setImmediate runs after it), so the sidecar does not take its own slowness for
       // a stalled replica and start a needless recovery leg. Only this wait's verdict: a later wait is not
       // woken by it.
-      const timer =
-        timeoutMs > 0 ? setTimeout(() => setImmediate(() => this.wake === wake && this.notify(true)), timeoutMs) : undefined;
+      const timer = timeoutMs > 0 ? setTimeout(() => setImmediate(() => this.wake === wake && this.notify(true)), timeoutMs) : undefined;
       this.wake = wake;
     });
   }
