@@ -126,22 +126,7 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
     await waitLog('sidecar', /SIDECAR listening/);
     url = sb.url('envoy', 8080);
     // Envoy health-checks the sidecar every second before routing chat requests to it (fail-open before).
-    const t0 = Date.now();
-    for (;;) {
-      const r = await sb.exec({
-        sandbox: 'envoy',
-        argv: [
-          process.execPath,
-          '-e',
-          "fetch('http://127.0.0.1:9901/clusters').then(r=>r.text()).then(t=>process.exit(/ext_proc::127.0.0.1:50051::health_flags::healthy/.test(t)?0:1),()=>process.exit(1))",
-        ],
-        env: {},
-        cwd: tmp,
-        timeoutMs: 3000,
-      });
-      if (r.code === 0 || Date.now() - t0 > 15_000) break;
-      await new Promise((r) => setTimeout(r, 250));
-    }
+    await sb.waitForExtProcHealthy('envoy', tmp);
   }, 240_000);
 
   afterAll(async () => {

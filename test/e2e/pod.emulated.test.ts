@@ -128,24 +128,7 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
     );
     url = sb.url('pod', 8080);
     // Envoy routes chat requests to ext_proc once its gRPC health check has seen the sidecar (fail-open before).
-    await until(
-      'ext_proc healthy in Envoy',
-      async () => {
-        const r = await sb.exec({
-          sandbox: 'pod',
-          argv: [
-            process.execPath,
-            '-e',
-            "fetch('http://127.0.0.1:9901/clusters').then(r=>r.text()).then(t=>process.exit(/ext_proc::127.0.0.1:50051::health_flags::healthy/.test(t)?0:1),()=>process.exit(1))",
-          ],
-          env: {},
-          cwd: tmp,
-          timeoutMs: 3000,
-        });
-        return r.code === 0;
-      },
-      15_000,
-    );
+    await sb.waitForExtProcHealthy('pod', tmp);
   }, 240_000);
 
   afterAll(async () => {

@@ -7,6 +7,21 @@ import { startTestStack, type TestStack } from '../support/stack';
 import { expectOneCompleteStream, seenFor, uninterrupted } from './helpers';
 
 const SIZE = { 'x-fake-answer-tokens': '30,40' };
+/** A multimodal request: text plus an image part. */
+const IMAGE_BODY = {
+  model: 'm',
+  stream: true,
+  stream_options: { include_usage: true },
+  messages: [
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'Describe this.' },
+        { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
+      ],
+    },
+  ],
+};
 
 describe('Kimi-K3 (XTML prefix)', () => {
   let stack: TestStack;
@@ -103,16 +118,7 @@ describe('multimodal usage and exact accounting', () => {
 
   test('multimodal request: prompt_tokens = leg2 prompt minus the recovered tokens', async () => {
     const id = newRequestId();
-    const messages = [
-      {
-        role: 'user',
-        content: [
-          { type: 'text', text: 'Describe this.' },
-          { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
-        ],
-      },
-    ];
-    const body = { model: 'm', stream: true, stream_options: { include_usage: true }, messages };
+    const body = IMAGE_BODY;
     const r = await postChat(stack.url, body, { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@40' });
     expectOneCompleteStream(r);
     const end = await stack.waitForEnd(id);
@@ -161,16 +167,7 @@ describe('TOKENIZE_URL: exact accounting', () => {
     });
     try {
       const id = newRequestId();
-      const messages = [
-        {
-          role: 'user',
-          content: [
-            { type: 'text', text: 'Describe this.' },
-            { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } },
-          ],
-        },
-      ];
-      const body = { model: 'm', stream: true, stream_options: { include_usage: true }, messages };
+      const body = IMAGE_BODY;
       const ref = await uninterrupted(stack, body, SIZE);
       const r = await postChat(stack.url, body, { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@40' });
       expectOneCompleteStream(r);

@@ -37,21 +37,10 @@ export function sandboxUnavailableReason(): string | null {
   for (const tool of ['unshare', 'nsenter', 'ip']) {
     if (spawnSync('sh', ['-c', `command -v ${tool}`]).status !== 0) return `${tool} not found (util-linux, iproute2)`;
   }
-  const r = spawnSync(
-    'unshare',
-    [
-      ...userFlags(),
-      '--net',
-      '--mount',
-      '--pid',
-      '--fork',
-      '--mount-proc',
-      'sh',
-      '-c',
-      'ip link add b0 type bridge && ip link add v0 type veth peer name v1',
-    ],
-    { encoding: 'utf8', timeout: 10_000 },
-  );
+  const r = spawnSync('unshare', [...namespaceFlags(), 'sh', '-c', 'ip link add b0 type bridge && ip link add v0 type veth peer name v1'], {
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
   if (r.status !== 0)
     return `cannot create network namespaces with a bridge and veth pairs: ${(r.stderr || r.error?.message || '').trim()}`;
   return null;
@@ -60,6 +49,11 @@ export function sandboxUnavailableReason(): string | null {
 /** As root: no user namespace (processes can then run under the image's uid). Otherwise a user namespace. */
 function userFlags(): string[] {
   return process.getuid?.() === 0 ? [] : ['--user', '--map-root-user'];
+}
+
+/** unshare's flags for the sandbox: its own network, mounts and PIDs (the probe and the runner alike). */
+function namespaceFlags(): string[] {
+  return [...userFlags(), '--net', '--mount', '--pid', '--fork', '--mount-proc'];
 }
 
 export const canSwitchUid = (): boolean => process.getuid?.() === 0;
@@ -79,25 +73,10 @@ export class Sandbox {
     readonly _spec: RunnerSpec,
   ) {
     const runner = path.join(__dirname, 'runner.js');
-    this.child = spawn(
-      'unshare',
-      [
-        ...userFlags(),
-        '--net',
-        '--mount',
-        '--pid',
-        '--fork',
-        '--kill-child',
-        '--mount-proc',
-        process.execPath,
-        runner,
-        path.join(dir, 'spec.json'),
-      ],
-      {
-        stdio: ['pipe', 'pipe', 'pipe'],
-        detached: true,
-      },
-    );
+    this.child = spawn('unshare', [...namespaceFlags(), '--kill-child', process.execPath, runner, path.join(dir, 'spec.json')], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+    });
     this.child.stderr!.on('data', (d) => fs.appendFileSync(path.join(dir, 'runner.stderr'), d));
     readline.createInterface({ input: this.child.stdout! }).on('line', (line) => this.onLine(line));
   }
@@ -182,6 +161,20 @@ export class Sandbox {
 
   exec(p: Omit<ProcessSpec, 'name'> & { timeoutMs: number }): Promise<{ code: number | null; output: string }> {
     return this.call({ op: 'exec', ...p });
+  }
+
+  /**
+   * Waits until the Envoy in `sandbox` has seen the sidecar healthy (admin on 9901, ext_proc on 50051, the shipped
+   * configs): before that it routes chat requests around the sidecar (fail-open), so a test would see no recovery.
+   */
+  async waitForExtProcHealthy(sandbox: string, cwd: string, timeoutMs = 15_000): Promise<void> {
+    const check =
+      "fetch('http://127.0.0.1:9901/clusters').then(r=>r.text()).then(t=>process.exit(/ext_proc::127.0.0.1:50051::health_flags::healthy/.test(t)?0:1),()=>process.exit(1))";
+    const t0 = Date.now();
+    while ((await this.exec({ sandbox, argv: [process.execPath, '-e', check], env: {}, cwd, timeoutMs: 3000 })).code !== 0) {
+      if (Date.now() - t0 > timeoutMs) throw new Error(`ext_proc not healthy in ${sandbox}'s Envoy within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
   }
 
   /** An HTTP GET from the bridge side (the node, for a kubelet probe or a Prometheus scrape). */
