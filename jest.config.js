@@ -1,7 +1,8 @@
 // Tests are compiled by tsc (npm test builds first) and run as plain JS: no transform step, the same
 // code that ships is the code under test.
 module.exports = {
-  testEnvironment: 'node',
+  // Names the file that leaves a timer, socket or process referenced (see the file's header).
+  testEnvironment: '<rootDir>/dist/test/support/leak-environment.js',
   roots: ['<rootDir>/dist/test'],
   testMatch: ['**/*.test.js'],
   // The real-engine suite (llama.cpp) has its own command and config: npm run test:real-engine.

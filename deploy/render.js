@@ -63,8 +63,8 @@ const K8S_ENVOY_OPTIONS = Object.freeze({
 
 /**
  * Envoy's admin interface stays on 127.0.0.1 (it can stop Envoy and dump config), but the kubelet probes the
- * pod IP. The usual answer: a tiny listener on 0.0.0.0 that forwards exactly GET /ready to the admin cluster
- * and answers 404 to anything else.
+ * pod IP. The usual answer: a tiny listener on 0.0.0.0 that forwards exactly GET /ready and GET
+ * /stats/prometheus (for Prometheus) to the admin cluster and answers 404 to anything else.
  */
 const READY_PORT = 9902;
 const ADMIN_CLUSTER = 'envoy_admin';
@@ -92,6 +92,12 @@ function withReadyListener(cfg, adminPort) {
                     domains: ['*'],
                     routes: [
                       { match: { path: '/ready' }, route: { cluster: ADMIN_CLUSTER, timeout: '2s' } },
+                      // Envoy's own metrics for Prometheus (PodMonitor / ServiceMonitor on port envoy-ready), GET
+                      // only: nothing else of the admin interface (quitquitquit, config_dump, ...) is reachable.
+                      {
+                        match: { path: '/stats/prometheus', headers: [{ name: ':method', string_match: { exact: 'GET' } }] },
+                        route: { cluster: ADMIN_CLUSTER, timeout: '5s' },
+                      },
                       { match: { prefix: '/' }, direct_response: { status: 404 } },
                     ],
                   },
@@ -149,8 +155,12 @@ function withTrafficDirections(cfg) {
   return cfg;
 }
 
-function k8sEnvoyConfig() {
-  return withTrafficDirections(withReadyListener(gen.renderEnvoyConfig(K8S_ENVOY_OPTIONS), K8S_ENVOY_OPTIONS.adminPort));
+/** The collector the chart's envoy-tracing.json is rendered for (configmap-envoy.yaml replaces host and port). */
+const HELM_TRACING = Object.freeze({ collectorHost: 'otel-collector', collectorPort: 4318 });
+
+function k8sEnvoyConfig(tracing) {
+  const opts = tracing ? { ...K8S_ENVOY_OPTIONS, tracing } : K8S_ENVOY_OPTIONS;
+  return withTrafficDirections(withReadyListener(gen.renderEnvoyConfig(opts), K8S_ENVOY_OPTIONS.adminPort));
 }
 
 /** The preStop drain script, shipped next to envoy.json in the ConfigMap (mounted at /etc/envoy). */
@@ -234,12 +244,40 @@ function istioEnvoyFilterYaml() {
   return GENERATED + YAML.stringify(doc, { lineWidth: 0 });
 }
 
+/**
+ * The Helm chart (deploy/helm/continuation-gateway) ships the same generated Envoy pieces as files/ and templates
+ * only the names around them: the pod's bootstrap and drain script, and the Istio EnvoyFilter's cluster and
+ * filter (its route's router host and the namespace come from values).
+ */
+const HELM_FILES = 'deploy/helm/continuation-gateway/files';
+
+function istioPatchValues() {
+  const doc = YAML.parse(istioEnvoyFilterYaml().slice(GENERATED.length));
+  const [cluster, filter, route] = doc.spec.configPatches.map((p) => p.patch.value);
+  return { cluster, filter, routeIdleTimeout: route.route.idle_timeout };
+}
+
+function helmFiles() {
+  const p = istioPatchValues();
+  const json = (v) => `${JSON.stringify(v, null, 2)}\n`;
+  return [
+    [`${HELM_FILES}/envoy.json`, `${JSON.stringify(k8sEnvoyConfig(), null, 2)}\n`],
+    // tracing.envoy.enabled: the same bootstrap with Envoy's OpenTelemetry tracer; the chart sets the collector.
+    [`${HELM_FILES}/envoy-tracing.json`, `${JSON.stringify(k8sEnvoyConfig(HELM_TRACING), null, 2)}\n`],
+    [`${HELM_FILES}/drain.sh`, fs.readFileSync(DRAIN_SCRIPT, 'utf8')],
+    [`${HELM_FILES}/istio-ext-proc-cluster.json`, json(p.cluster)],
+    [`${HELM_FILES}/istio-ext-proc-filter.json`, json(p.filter)],
+    [`${HELM_FILES}/istio-route.json`, json({ timeout: '0s', idle_timeout: p.routeIdleTimeout })],
+  ];
+}
+
 /** Every generated file: path relative to the repository root -> exact content. */
 function renderAll() {
   return [
     ['deploy/envoy/envoy.compose.json', composeEnvoyJson()],
     ['deploy/kubernetes/envoy-configmap.yaml', k8sConfigMapYaml()],
     ['deploy/istio/envoyfilter.yaml', istioEnvoyFilterYaml()],
+    ...helmFiles(),
   ];
 }
 

@@ -35,7 +35,9 @@ for arg in "$@"; do
   esac
 done
 
-binary_works() { [ -x "$1" ] && "$1" --version >/dev/null 2>&1; }
+# A cached build is complete with llama-tokenize beside llama-server (the real-engine suite's vocabulary-only
+# tokenizer, test/real-engine/token-boundary.test.ts).
+binary_works() { [ -x "$1" ] && [ -x "$(dirname "$1")/llama-tokenize" ] && "$1" --version >/dev/null 2>&1; }
 
 if [ "${LLAMA_FORCE_BUILD:-0}" != "1" ]; then
   for candidate in "$CACHE_ROOT/$VERSION"-*/llama-server; do
@@ -118,8 +120,8 @@ cmake -S "$WORK/src" -B "$WORK/build" \
   -DLLAMA_BUILD_EXAMPLES=OFF \
   >"$WORK/configure.log" 2>&1 || { tail -n 40 "$WORK/configure.log" >&2; exit 1; }
 
-log "cmake build --target llama-server -j$JOBS (several minutes)"
-cmake --build "$WORK/build" --config Release --target llama-server -j "$JOBS" \
+log "cmake build --target llama-server llama-tokenize -j$JOBS (several minutes)"
+cmake --build "$WORK/build" --config Release --target llama-server llama-tokenize -j "$JOBS" \
   >"$WORK/build.log" 2>&1 || { tail -n 60 "$WORK/build.log" >&2; exit 1; }
 
 BUILT="$WORK/build/bin/llama-server"
@@ -129,6 +131,8 @@ BUILT="$WORK/build/bin/llama-server"
 mkdir -p "$DEST"
 cp "$BUILT" "$DEST/llama-server.tmp"
 mv "$DEST/llama-server.tmp" "$DEST/llama-server"
+cp "$(dirname "$BUILT")/llama-tokenize" "$DEST/llama-tokenize.tmp"
+mv "$DEST/llama-tokenize.tmp" "$DEST/llama-tokenize"
 END=$(date +%s)
 {
   echo "node-llama-cpp: $VERSION"

@@ -4,7 +4,8 @@
 // second signal, closes at once.
 
 import { isClusterWorker, runPrimary, serveAsWorker, workerAdmission } from './cluster';
-import { ConfigError, type GatewayConfig, loadConfig } from './config/env';
+import { CONFIG_VARIABLES, ConfigError, type GatewayConfig, loadConfig } from './config/env';
+import { nearMisses } from './config/unknown-vars';
 import { createLogger } from './obs/logger';
 import { startSidecar } from './sidecar';
 
@@ -20,6 +21,13 @@ async function main(): Promise<void> {
     throw e;
   }
   const log = createLogger(config.logLevel);
+  // A misspelled variable would be ignored without a word (src/config/unknown-vars.ts); workers stay quiet.
+  if (!isClusterWorker())
+    for (const m of nearMisses(Object.keys(process.env), CONFIG_VARIABLES))
+      log.warn(
+        { decision: 'CONFIG_UNKNOWN_VARIABLE', variable: m.variable, did_you_mean: m.didYouMean },
+        `${m.variable} is not a variable the sidecar reads (ignored); did you mean ${m.didYouMean}?`,
+      );
   if (config.workers > 1 && !isClusterWorker()) {
     // WORKERS processes share the gRPC port; this one supervises them and serves the admin port.
     await runPrimary(config, log.child({ role: 'primary' }), (port, adminPort) =>
@@ -33,7 +41,6 @@ async function main(): Promise<void> {
     admission: worker ? workerAdmission : undefined,
   });
   if (worker) serveAsWorker(sidecar);
-  else process.stdout.write(`SIDECAR listening ${sidecar.port} admin ${sidecar.adminPort}\n`);
   let stopping = false;
   const stop = (signal: string) => {
     const drain = signal === 'SIGTERM' && !stopping;
@@ -54,6 +61,9 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+  // Announced once the signal handlers are in place: a supervisor that sends SIGTERM as soon as it reads this
+  // line gets a drain, not Node's default exit (seen in test/unit/tracing.test.ts).
+  if (!worker) process.stdout.write(`SIDECAR listening ${sidecar.port} admin ${sidecar.adminPort}\n`);
 }
 
 void main().catch((e) => {

@@ -11,10 +11,13 @@ import { EnvoyVersionCheck } from './extproc/envoy-version';
 import { HealthStatus } from './extproc/health';
 import { ProcessorStream } from './extproc/processor-stream';
 import { extProcServiceDefinition, type ProcessingRequest, type ProcessingResponse } from './extproc/proto';
+import { AUTO, FamilyDetection } from './families/detect';
+import { logFamily } from './families/startup-log';
 import { startAdminServer } from './obs/admin-server';
 import { AdmissionMetrics } from './obs/admission-metrics';
 import type { Logger } from './obs/logger';
 import { Metrics } from './obs/metrics';
+import { createTracing } from './obs/tracing';
 import { AdmissionAuthority, admissionSettings, type RecoveryAdmission } from './recovery/admission';
 import type { GatewayContext } from './stream/context';
 import { RequestExchange } from './stream/request-exchange';
@@ -35,6 +38,12 @@ export interface Sidecar {
   /** Closes now: gRPC calls get graceMs to end (0 = as long as they take), then are cancelled. */
   close(graceMs?: number): Promise<void>;
 }
+
+/**
+ * After the drain deadline, how long the streams still in flight get to end with the interruption event (or a
+ * 503) before the server closes and Envoy resets whatever is left.
+ */
+export const SHUTDOWN_GRACE_MS = 2000;
 
 /** Request bodies up to MAX_REQUEST_BODY_MB arrive as ext_proc messages; grpc-js defaults to 4 MiB. */
 const GRPC_MESSAGE_SLACK = 1024 * 1024;
@@ -76,16 +85,26 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
   // ENVOY_ADMIN_URL: in-scope requests are passed through until that Envoy is known to be >= 1.37.
   const envoyVersion = new EnvoyVersionCheck({ adminUrl: config.envoyAdminUrl, log, registry: metrics.registry });
   await envoyVersion.start();
+  // CONTINUATION_MODEL=auto: the family from what the engine says it serves (passthrough until known).
+  const detection =
+    config.continuationModel?.trim().toLowerCase() === AUTO ? new FamilyDetection({ baseUrl: config.downstreamUrl, log }) : undefined;
+  void detection?.start();
   const ctx: GatewayContext = {
     config,
     log,
-    upstream: new UpstreamClient({ connectTimeoutMs: config.connectTimeoutMs, headersTimeoutMs: config.upstreamHeadersTimeoutMs }),
+    upstream: new UpstreamClient({
+      connectTimeoutMs: config.connectTimeoutMs,
+      headersTimeoutMs: config.upstreamHeadersTimeoutMs,
+      http2: config.upstreamHttp2,
+    }),
     admission,
     streams,
     metrics,
     drain: drainState,
     inFlight,
     envoyVersion,
+    detectedModel: detection,
+    tracing: createTracing(config.tracing),
   };
   const health = new HealthStatus('NOT_SERVING');
   const server = new grpc.Server({
@@ -128,10 +147,13 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
           });
   } catch (e) {
     envoyVersion.stop();
+    detection?.stop();
     server.forceShutdown();
     await ctx.upstream.close();
+    await ctx.tracing?.shutdown();
     throw e;
   }
+  logFamily(log, config);
   log.info(
     {
       port,
@@ -141,6 +163,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
       continuation_model: config.continuationModel ?? null,
       engine: config.engine,
       continuation_enabled: config.continuationEnabled,
+      tracing: ctx.tracing?.enabled ?? false,
     },
     'sidecar listening',
   );
@@ -150,6 +173,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
     (closing ??= (async () => {
       listening = false;
       envoyVersion.stop();
+      detection?.stop();
       health.setAll('NOT_SERVING');
       health.endWatches();
       await new Promise<void>((resolve) => {
@@ -159,6 +183,8 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
       server.forceShutdown();
       await admin.close();
       await ctx.upstream.close();
+      // The spans still queued are exported (bounded) before the process exits: drain() ends here too.
+      await ctx.tracing?.shutdown();
     })());
   let draining: Promise<void> | null = null;
   return {
@@ -186,7 +212,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
           // Never a silent cut: each stream ends with the interruption event (or, before its first delta,
           // an error answer), then the server closes.
           for (const r of ctx.inFlight) r.shutdown();
-          const until = Date.now() + 2000;
+          const until = Date.now() + SHUTDOWN_GRACE_MS;
           while (streams.active > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 25));
         } else log.info({ decision: 'DRAINED', drain_ms: Date.now() - started }, 'drained: closing');
         // Whatever is left (pass-through ext_proc streams, or streams past the deadline) gets a short grace.

@@ -3,6 +3,8 @@
 // (modelsphere/continuation_gateway) so a deployment can switch without renaming anything.
 import { z } from 'zod';
 import { GatewayError } from '../errors';
+import { parseOtlpHeaders } from '../obs/otlp-headers';
+import type { TracingConfig } from '../obs/tracing';
 import { resolveWorkers, type WorkersSource } from './cpu-limit';
 
 const bool = (def: boolean) =>
@@ -81,6 +83,14 @@ const optionalString = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
 
+// Only OTLP over HTTP with protobuf bodies (the exporter the sidecar ships); unset = that.
+const otlpProtocol = z
+  .string()
+  .optional()
+  .refine((v) => v === undefined || v.trim() === '' || v.trim() === 'http/protobuf', {
+    message: 'expected http/protobuf (the only OTLP protocol the sidecar exports)',
+  });
+
 const schema = z.object({
   DOWNSTREAM_URL: httpUrl,
   CONTINUATION_URL: optionalHttpUrl,
@@ -89,22 +99,31 @@ const schema = z.object({
     .string()
     .optional()
     .transform((v) => (v?.trim() || 'sglang').toLowerCase())
-    .pipe(z.enum(['sglang', 'vllm'], { message: 'expected sglang or vllm' })),
+    .pipe(z.enum(['sglang', 'vllm', 'llamacpp'], { message: 'expected sglang, vllm or llamacpp' })),
   CONTINUATION_ENABLED: bool(true),
   STALL_IDLE_TIMEOUT_SECONDS: num(20, { positive: true, max: MAX_TIMER_SECONDS }),
   MAX_STALL_SECONDS: num(300, { positive: true }),
   CONNECT_TIMEOUT_SECONDS: num(30, { positive: true, max: MAX_TIMER_SECONDS }),
   UPSTREAM_HEADERS_TIMEOUT_SECONDS: num(60, { positive: true, max: MAX_TIMER_SECONDS }),
+  UPSTREAM_HTTP2: bool(false),
   FIRST_DELTA_TIMEOUT_SECONDS: num(0, { min: 0, max: MAX_TIMER_SECONDS }),
+  FIRST_DELTA_DEADLINE_SECONDS: num(60, { positive: true, max: MAX_TIMER_SECONDS }),
   MAX_ATTEMPTS: num(2, { int: true, min: 1 }),
+  MAX_CONTINUATIONS: num(1, { int: true, min: 1, max: 8 }),
+  RETRY_BACKOFF_SECONDS: num(0.25, { min: 0, max: MAX_TIMER_SECONDS }),
+  RETRY_BACKOFF_MAX_SECONDS: num(5, { min: 0, max: MAX_TIMER_SECONDS }),
+  RETRY_AFTER_MAX_SECONDS: num(10, { min: 0, max: MAX_TIMER_SECONDS }),
   RECOVERY_MAX_CONCURRENT: num(64, { int: true, min: 0 }),
   RECOVERY_BUDGET_PERCENT: num(20, { min: 0 }),
   RECOVERY_MIN_CONCURRENT: num(3, { int: true, min: 0 }),
+  RECOVERY_ADAPTIVE: bool(false),
+  RECOVERY_ADAPTIVE_TOLERANCE: num(1.5, { min: 1, max: 100 }),
   RECOVERY_QUEUE_TIMEOUT_SECONDS: num(30, { min: 0, max: MAX_TIMER_SECONDS }),
   RECOVERY_BRAKE_FAILURES: num(5, { int: true, min: 0 }),
   RECOVERY_BRAKE_WINDOW_SECONDS: num(10, { positive: true, max: MAX_TIMER_SECONDS }),
   RECOVERY_BRAKE_SECONDS: num(5, { positive: true, max: MAX_TIMER_SECONDS }),
   MAX_RECOVERY_PROMPT_TOKENS: num(0, { int: true, min: 0 }),
+  MAX_CONTINUATION_PREFIX_BYTES: num(4_194_304, { int: true, min: 1024 }),
   MODEL_REVISION_HEADER: z
     .string()
     .optional()
@@ -112,6 +131,8 @@ const schema = z.object({
     .pipe(z.string().regex(/^([a-z0-9!#$%&'*+.^_`|~-]+)?$/, { message: 'expected an HTTP header name (or empty to disable)' })),
   MAX_CONTINUATION_BODY_MB: num(10, { positive: true }),
   MAX_REQUEST_BODY_MB: num(100, { positive: true }),
+  // Deeper bodies are out of scope (src/request/json-depth.ts); above ~1,000 JSON.stringify may overflow.
+  MAX_BODY_JSON_DEPTH: num(128, { int: true, min: 1, max: 1000 }),
   CJK_CHARS_PER_TOKEN: num(1.6, { positive: true }),
   OTHER_CHARS_PER_TOKEN: num(4.0, { positive: true }),
   TOKENIZE_URL: optionalHttpUrl,
@@ -141,6 +162,17 @@ const schema = z.object({
   // Envoy's admin interface (istio-proxy: http://127.0.0.1:15000): the sidecar reads /server_info and passes
   // in-scope requests through while that Envoy is older than 1.37 (src/extproc/envoy-version.ts). Unset = no check.
   ENVOY_ADMIN_URL: optionalHttpUrl,
+  // OpenTelemetry traces (src/obs/tracing.ts): the standard OTLP variables; no endpoint = tracing off.
+  OTEL_EXPORTER_OTLP_ENDPOINT: optionalHttpUrl,
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalHttpUrl,
+  OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol,
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol,
+  OTEL_EXPORTER_OTLP_HEADERS: optionalString,
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS: optionalString,
+  OTEL_SERVICE_NAME: optionalString,
+  OTEL_SDK_DISABLED: bool(false),
+  OTEL_BSP_MAX_QUEUE_SIZE: num(2048, { int: true, min: 1 }),
+  OTEL_BSP_SCHEDULE_DELAY: num(5000, { int: true, min: 1, max: MAX_TIMER_SECONDS * 1000 }),
   LOG_LEVEL: z
     .string()
     .optional()
@@ -155,21 +187,40 @@ export interface GatewayConfig {
   readonly continuationUrl: string;
   /** The model family the deployment serves; unset = no request is ever in scope. */
   readonly continuationModel: string | undefined;
-  readonly engine: 'sglang' | 'vllm';
+  /** Which engine serves the model: how a continuation request is rendered (src/families/). */
+  readonly engine: 'sglang' | 'vllm' | 'llamacpp';
   readonly continuationEnabled: boolean;
   readonly stallIdleTimeoutMs: number;
   readonly maxStallMs: number;
   readonly connectTimeoutMs: number;
   readonly upstreamHeadersTimeoutMs: number;
-  /** 0 = wait for the first delta as long as it takes (a slow prefill is not a failure). */
+  /** Legs over HTTP/2 (h2c to an http: URL), multiplexed on one connection per origin (src/upstream/client.ts). */
+  readonly upstreamHttp2: boolean;
+  /** Per attempt: re-run an attempt without a first delta after this long; 0 = no per-attempt limit. */
   readonly firstDeltaTimeoutMs: number;
+  /**
+   * Per request, every attempt, backoff and admission wait together: the client has its first delta (or the
+   * engine's own answer) or an explicit error this long after the request arrived.
+   */
+  readonly firstDeltaDeadlineMs: number;
   readonly maxAttempts: number;
+  /** Continuation legs per request (1 = the reference's two legs at most); each one re-prefills all delivered text. */
+  readonly maxContinuations: number;
+  /** A re-run before the first delta waits base x 2^(n-1), jittered over its upper half, at most the max ... */
+  readonly retryBackoffMs: number;
+  readonly retryBackoffMaxMs: number;
+  /** ... or the engine's Retry-After, when it asks for no more than this; a longer one is passed to the client. */
+  readonly retryAfterMaxMs: number;
   /** Re-prefills in flight at once (a recovery leg from its send to its first token), at most ... */
   readonly recoveryMaxConcurrent: number;
   /** ... and as a percentage of the streams in progress ... */
   readonly recoveryBudgetPercent: number;
   /** ... but always at least this many (light traffic is never refused). */
   readonly recoveryMinConcurrent: number;
+  /** RECOVERY_ADAPTIVE: the limit follows recovery legs' first-token latency (src/recovery/adaptive-limit.ts). */
+  readonly recoveryAdaptive: boolean;
+  /** How many times the pool's normal first-token latency a recovery leg may take before the adaptive limit shrinks. */
+  readonly recoveryAdaptiveTolerance: number;
   /** How long a recovery waits for a free re-prefill slot before its stream ends explicitly. */
   readonly recoveryQueueTimeoutMs: number;
   /** The brake: this many failed recovery legs within the window (and no fewer than succeeded) open it. */
@@ -179,10 +230,14 @@ export interface GatewayConfig {
   readonly recoveryBrakeOpenMs: number;
   /** Re-prefills larger than this (prompt plus delivered text, in tokens) are not started; 0 = no limit. */
   readonly maxRecoveryPromptTokens: number;
+  /** The most delivered text (UTF-8 bytes) a stream keeps for a continuation; past it, it can no longer be continued. */
+  readonly maxContinuationPrefixBytes: number;
   /** Response header naming a leg's model revision (else system_fingerprint); undefined = not read. */
   readonly modelRevisionHeader: string | undefined;
   readonly maxContinuationBodyBytes: number;
   readonly maxRequestBodyBytes: number;
+  /** MAX_BODY_JSON_DEPTH: a request body nested deeper is out of scope, never parsed. */
+  readonly maxBodyJsonDepth: number;
   readonly cjkCharsPerToken: number;
   readonly otherCharsPerToken: number;
   /** The engine's /tokenize endpoint for exact accounting; unset = character estimate. */
@@ -211,6 +266,8 @@ export interface GatewayConfig {
   /** Envoy's admin interface, for the startup version check (ENVOY_ADMIN_URL); undefined = no check. */
   readonly envoyAdminUrl?: string;
   readonly logLevel: string;
+  /** OpenTelemetry traces; undefined = off (no OTLP endpoint, or OTEL_SDK_DISABLED=true). */
+  readonly tracing: TracingConfig | undefined;
 }
 
 export class ConfigError extends GatewayError {
@@ -223,6 +280,9 @@ export class ConfigError extends GatewayError {
 const MB = 1024 * 1024;
 
 /** Parses and freezes the configuration; throws ConfigError listing every bad variable. */
+/** Every variable the sidecar reads (src/config/unknown-vars.ts warns about near misses of these). */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(schema.shape);
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
   const picked: Record<string, string | undefined> = {};
   for (const key of Object.keys(schema.shape)) picked[key] = env[key];
@@ -247,19 +307,29 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     maxStallMs: e.MAX_STALL_SECONDS * 1000,
     connectTimeoutMs: e.CONNECT_TIMEOUT_SECONDS * 1000,
     upstreamHeadersTimeoutMs: e.UPSTREAM_HEADERS_TIMEOUT_SECONDS * 1000,
+    upstreamHttp2: e.UPSTREAM_HTTP2,
     firstDeltaTimeoutMs: e.FIRST_DELTA_TIMEOUT_SECONDS * 1000,
+    firstDeltaDeadlineMs: e.FIRST_DELTA_DEADLINE_SECONDS * 1000,
     maxAttempts: e.MAX_ATTEMPTS,
+    maxContinuations: e.MAX_CONTINUATIONS,
+    retryBackoffMs: e.RETRY_BACKOFF_SECONDS * 1000,
+    retryBackoffMaxMs: e.RETRY_BACKOFF_MAX_SECONDS * 1000,
+    retryAfterMaxMs: e.RETRY_AFTER_MAX_SECONDS * 1000,
     recoveryMaxConcurrent: e.RECOVERY_MAX_CONCURRENT,
     recoveryBudgetPercent: e.RECOVERY_BUDGET_PERCENT,
     recoveryMinConcurrent: e.RECOVERY_MIN_CONCURRENT,
+    recoveryAdaptive: e.RECOVERY_ADAPTIVE,
+    recoveryAdaptiveTolerance: e.RECOVERY_ADAPTIVE_TOLERANCE,
     recoveryQueueTimeoutMs: e.RECOVERY_QUEUE_TIMEOUT_SECONDS * 1000,
     recoveryBrakeFailures: e.RECOVERY_BRAKE_FAILURES,
     recoveryBrakeWindowMs: e.RECOVERY_BRAKE_WINDOW_SECONDS * 1000,
     recoveryBrakeOpenMs: e.RECOVERY_BRAKE_SECONDS * 1000,
     maxRecoveryPromptTokens: e.MAX_RECOVERY_PROMPT_TOKENS,
+    maxContinuationPrefixBytes: e.MAX_CONTINUATION_PREFIX_BYTES,
     modelRevisionHeader: e.MODEL_REVISION_HEADER || undefined,
     maxContinuationBodyBytes: Math.floor(e.MAX_CONTINUATION_BODY_MB * MB),
     maxRequestBodyBytes: Math.floor(e.MAX_REQUEST_BODY_MB * MB),
+    maxBodyJsonDepth: e.MAX_BODY_JSON_DEPTH,
     cjkCharsPerToken: e.CJK_CHARS_PER_TOKEN,
     otherCharsPerToken: e.OTHER_CHARS_PER_TOKEN,
     tokenizeUrl: e.TOKENIZE_URL,
@@ -277,5 +347,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     drainTimeoutMs: e.DRAIN_TIMEOUT_SECONDS * 1000,
     envoyAdminUrl: e.ENVOY_ADMIN_URL,
     logLevel: e.LOG_LEVEL,
+    tracing: tracingConfig(e),
   });
+}
+
+/** The OTLP traces URL as the OpenTelemetry spec derives it: the traces endpoint as is, else <endpoint>/v1/traces. */
+function tracingConfig(e: z.infer<typeof schema>): TracingConfig | undefined {
+  if (e.OTEL_SDK_DISABLED) return undefined;
+  const url =
+    e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
+    (e.OTEL_EXPORTER_OTLP_ENDPOINT ? `${e.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces` : undefined);
+  if (!url) return undefined;
+  return {
+    tracesUrl: url,
+    serviceName: e.OTEL_SERVICE_NAME ?? 'continuation-gateway',
+    maxQueueSize: e.OTEL_BSP_MAX_QUEUE_SIZE,
+    scheduleDelayMs: e.OTEL_BSP_SCHEDULE_DELAY,
+    headers: { ...parseOtlpHeaders(e.OTEL_EXPORTER_OTLP_HEADERS), ...parseOtlpHeaders(e.OTEL_EXPORTER_OTLP_TRACES_HEADERS) },
+  };
 }

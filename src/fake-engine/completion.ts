@@ -2,11 +2,13 @@
 // their closest whole-response equivalent (there are no token boundaries on the wire to hit).
 import { completionBody, errorBody, type FullAnswer } from './dialect';
 import type { Exchange } from './exchange';
+import { reasoningTokenCount } from './plan';
 import type { StreamSettings } from './stream';
 
 function summarize(s: StreamSettings, upTo: number, finish: string): FullAnswer {
   const deltas = s.plan.deltas.slice(0, upTo);
-  const text = (kind: string) => deltas.map((d) => (d.kind === kind && 'text' in d ? d.text : '')).join('');
+  const text = (kind: 'reasoning' | 'content' | 'tool-args') =>
+    deltas.map((d) => (d.kind === kind && 'text' in d ? d.text : d.kind === 'split' && kind !== 'tool-args' ? d[kind] : '')).join('');
   const start = deltas.find((d) => d.kind === 'tool-start');
   return {
     reasoning: text('reasoning'),
@@ -16,7 +18,7 @@ function summarize(s: StreamSettings, upTo: number, finish: string): FullAnswer 
     usage: {
       prompt: s.plan.promptTokens,
       completion: deltas.length,
-      reasoning: deltas.filter((d) => d.kind === 'reasoning').length,
+      reasoning: reasoningTokenCount(deltas),
     },
   };
 }

@@ -19,6 +19,10 @@ const SGLANG_STOP_TOKEN_ID = 163586;
 export type TokenDelta =
   | { kind: 'reasoning'; text: string }
   | { kind: 'content'; text: string }
+  /** A generated token the client sees nothing of (a reasoning marker, whitespace a parser holds back). */
+  | { kind: 'silent' }
+  /** A token whose text the parser split into both parts (a marker completing inside it). */
+  | { kind: 'split'; reasoning: string; content: string }
   | { kind: 'tool-start'; id: string; name: string }
   | { kind: 'tool-args'; text: string };
 
@@ -53,6 +57,10 @@ export function tokenChunk(ctx: ChunkContext, d: TokenDelta) {
     delta = { tool_calls: [{ index: 0, function: { arguments: d.text } }] };
   } else if (d.kind === 'content') {
     delta = { content: d.text };
+  } else if (d.kind === 'split') {
+    delta = { content: d.content, [ctx.dialect === 'sglang' ? 'reasoning_content' : 'reasoning']: d.reasoning };
+  } else if (d.kind === 'silent') {
+    throw new Error('a silent token has no chunk');
   } else {
     delta = { content: null, [ctx.dialect === 'sglang' ? 'reasoning_content' : 'reasoning']: d.text };
   }

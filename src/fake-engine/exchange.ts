@@ -6,6 +6,8 @@ import type { Socket } from 'node:net';
 
 export interface SeenRequest {
   replica: string;
+  /** The HTTP method, as the engine received it. */
+  method: string;
   path: string;
   headers: Record<string, string>;
   body: any;
@@ -74,10 +76,10 @@ export class Exchange {
     if (!this.closed) this.res.end(text);
   }
 
-  sendJson(status: number, body: unknown): void {
+  sendJson(status: number, body: unknown, headers: Record<string, string> = {}): void {
     if (this.closed || this.res.headersSent) return;
     const text = JSON.stringify(body);
-    this.res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+    this.res.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
     this.res.end(text);
   }
 

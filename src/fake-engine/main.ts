@@ -1,9 +1,11 @@
 // CLI for the demo: `node dist/src/fake-engine/main.js --port 9001 --name replica-a --dialect sglang
-// --family generic --token-ms 40 [--tokenizer sglang|vllm|llamacpp]`. Prints one line when listening (the demo waits for it). SIGUSR1 makes it
+// --family generic|<a CONTINUATION_MODEL name> --token-ms 40 [--tokenizer sglang|vllm|llamacpp]
+// [--fault-scope header|request] [--prefill-ms MS] [--prefill-ms-per-concurrent MS]`. Prints one line when listening (the demo waits for it). SIGUSR1 makes it
 // fall over and come back (FakeEngine.failFor): its streams are reset and it answers 503 for
 // --unavailable-ms (default 3000).
+
+import { selectFamily } from '../families/select';
 import type { Dialect } from './dialect';
-import type { PrefixFamily } from './prefix-parse';
 import { type FakeEngineOptions, startFakeEngine } from './server';
 
 function parseArgs(argv: string[]): FakeEngineOptions & { unavailableMs: number } {
@@ -27,6 +29,14 @@ function parseArgs(argv: string[]): FakeEngineOptions & { unavailableMs: number 
       case '--token-ms':
         opts.tokenIntervalMs = Number(value);
         break;
+      case '--prefill-ms':
+        opts.prefillMs = Number(value);
+        if (!(opts.prefillMs >= 0)) throw new Error(`bad --prefill-ms ${value}`);
+        break;
+      case '--prefill-ms-per-concurrent':
+        opts.prefillMsPerConcurrent = Number(value);
+        if (!(opts.prefillMsPerConcurrent >= 0)) throw new Error(`bad --prefill-ms-per-concurrent ${value}`);
+        break;
       case '--unavailable-ms':
         opts.unavailableMs = Number(value);
         break;
@@ -41,9 +51,13 @@ function parseArgs(argv: string[]): FakeEngineOptions & { unavailableMs: number 
         if (value !== 'sglang' && value !== 'vllm' && value !== 'llamacpp') throw new Error(`bad --tokenizer ${value}`);
         opts.tokenizer = value;
         break;
+      case '--fault-scope':
+        if (value !== 'header' && value !== 'request') throw new Error(`bad --fault-scope ${value}`);
+        opts.faultScope = value;
+        break;
       case '--family':
-        if (value !== 'generic' && value !== 'kimi-k3') throw new Error(`bad --family ${value}`);
-        opts.family = value as PrefixFamily;
+        if (!selectFamily(value).known) throw new Error(`bad --family ${value}: no model family of that name`);
+        opts.family = value;
         break;
       default:
         throw new Error(`unknown flag ${flag}`);

@@ -1,7 +1,6 @@
-// Inverse of the gateway's prefix builders (reference: modelsphere/continuation_gateway reconstruct.py):
-//   generic:  `<think>` + reasoning [+ `</think>` + content]
-//   kimi-k3:  `<|open|>think<|sep|>` + reasoning [+ `<|close|>think<|sep|><|open|>response<|sep|>` + content]
-// The opening marker may be missing when the chat template's generation prompt already opens thinking.
+// The fake engine's `generic` family (an engine whose markers the client never sees and nobody counts): the
+// inverse of the reference gateway's `<think>` + reasoning [+ `</think>` + content] prefix. Every other family
+// speaks through src/fake-engine/family-speech.ts. (The kimi-k3 markers stay for the unit tests of this parser.)
 
 export type PrefixFamily = 'generic' | 'kimi-k3';
 

@@ -6,22 +6,22 @@ import { withoutTrailingAssistant } from './answer';
 import { sendCompletion } from './completion';
 import { type Dialect, errorBody } from './dialect';
 import { Exchange, type SeenRequest } from './exchange';
-import { type Fault, takeFault } from './faults';
+import { type Fault, type FaultScope, headersExceed, takeFault } from './faults';
 import { planRequest } from './plan';
-import type { PrefixFamily } from './prefix-parse';
+import { PrefillLoad } from './prefill';
 import { parseBurst, StreamRun } from './stream';
 import { contentText, promptTokens, tokenId, tokenize } from './tokens';
 
 export type { Dialect } from './dialect';
 export type { SeenRequest } from './exchange';
-export type { PrefixFamily } from './prefix-parse';
 
 export interface FakeEngineOptions {
   port?: number;
   host?: string;
   name?: string;
   dialect?: Dialect;
-  family?: PrefixFamily;
+  /** The model family it speaks, as CONTINUATION_MODEL names one (default generic: markers invisible, uncounted). */
+  family?: string;
   tokenIntervalMs?: number;
   /** Model id listed by GET /v1/models (chat answers echo the request's model). */
   model?: string;
@@ -38,6 +38,18 @@ export interface FakeEngineOptions {
    * plus POST /apply-template {messages} -> {prompt}.
    */
   tokenizer?: TokenizerDialect;
+  /**
+   * How `x-fake-fault` steps are counted (src/fake-engine/faults.ts): per header value (default, the tests), or
+   * per header value and client request (`request`: the demo, where the same curl line crashes every time).
+   */
+  faultScope?: FaultScope;
+  /**
+   * The slow-prefill mode (src/fake-engine/prefill.ts): a chat request's answer starts this many ms times the
+   * prefills in progress (itself included) after it arrives; 0 (default) = at once.
+   */
+  prefillMsPerConcurrent?: number;
+  /** ... plus this many ms for every chat request, whatever the load (a prefill that takes time but does not queue). */
+  prefillMs?: number;
 }
 
 export type TokenizerDialect = 'sglang' | 'vllm' | 'llamacpp';
@@ -52,6 +64,8 @@ export interface FakeEngine {
    * 503 (as an engine that is restarting or overloaded) for `ms`.
    */
   failFor(ms: number): void;
+  /** Chat requests waiting for their first token in the slow-prefill mode (prefillMsPerConcurrent). */
+  readonly prefillsInProgress: number;
   close(): Promise<void>;
 }
 
@@ -84,7 +98,7 @@ function parseJson(raw: string): any {
 export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngine> {
   const name = opts.name ?? 'fake-engine';
   const dialect: Dialect = opts.dialect ?? 'sglang';
-  const family: PrefixFamily = opts.family ?? 'generic';
+  const family: string = opts.family ?? 'generic';
   const model = opts.model ?? 'fake-model';
   const tokenizer: TokenizerDialect = opts.tokenizer ?? dialect;
   const requests: SeenRequest[] = [];
@@ -93,6 +107,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
   const vllmIdsInFlight = new Set<string>();
   let counter = 0;
   let unavailableUntil = 0;
+  const prefills = new PrefillLoad(opts.prefillMsPerConcurrent ?? 0, opts.prefillMs ?? 0);
 
   const bad = (ex: Exchange, message: string) => ex.sendJson(400, errorBody(message, 'BadRequestError', 400));
 
@@ -101,7 +116,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     const h = record.headers;
     let fault: Fault | undefined;
     try {
-      fault = takeFault(h['x-fake-fault'], record.continuation);
+      fault = takeFault(h['x-fake-fault'], record.continuation, opts.faultScope === 'request' ? h['x-request-id'] : undefined);
     } catch (e) {
       return bad(ex, (e as Error).message);
     }
@@ -109,10 +124,19 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     if (Date.now() < unavailableUntil)
       return ex.sendJson(503, errorBody('fake-engine: unavailable (failFor)', 'ServiceUnavailableError', 503));
     if (fault?.kind === 'crash-before-headers') return ex.killSocket('reset');
+    if (fault?.kind === 'reject-headers') {
+      if (headersExceed(h, fault.at)) return ex.killSocket('reset');
+      fault = undefined;
+    }
     if (fault?.kind === 'hang') return; // socket stays open until the client or close() ends it
+    if (fault?.kind === 'plain') {
+      ex.res.writeHead(200, { 'content-type': 'text/plain' });
+      return ex.end('fake-engine: an answer that is no event stream\n');
+    }
     if (fault?.kind === 'status') {
       const code = fault.status ?? 500;
-      return ex.sendJson(code, errorBody(`fake-engine injected status ${code}`, 'InjectedError', code));
+      const retryAfter: Record<string, string> = fault.retryAfter === undefined ? {} : { 'retry-after': String(fault.retryAfter) };
+      return ex.sendJson(code, errorBody(`fake-engine injected status ${code}`, 'InjectedError', code), retryAfter);
     }
     const body = record.body;
     if (!body || typeof body !== 'object') return bad(ex, 'fake-engine: body is not JSON');
@@ -143,9 +167,17 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       intervalMs: h['x-fake-token-ms'] !== undefined && Number.isFinite(ms) && ms >= 0 ? ms : (opts.tokenIntervalMs ?? 2),
       burst,
       includeUsage: body.stream_options?.include_usage === true,
+      continuousUsage:
+        dialect === 'vllm' && body.stream_options?.include_usage === true && body.stream_options?.continuous_usage_stats === true,
     };
-    if (body.stream === true) new StreamRun(ex, settings).start();
-    else sendCompletion(ex, settings);
+    const answer = () => (body.stream === true ? new StreamRun(ex, settings).start() : sendCompletion(ex, settings));
+    const prefill = prefills.begin();
+    if (prefill.delayMs <= 0) return answer();
+    ex.onClose(prefill.done);
+    ex.later(prefill.delayMs, () => {
+      prefill.done();
+      answer();
+    });
   }
 
   function tokenizeRoute(ex: Exchange): void {
@@ -188,6 +220,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     const body = parseJson(raw);
     const record: SeenRequest = {
       replica: name,
+      method: req.method ?? '',
       path,
       headers: flatHeaders(req.headers),
       body,
@@ -234,6 +267,9 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
         port,
         name,
         requests,
+        get prefillsInProgress() {
+          return prefills.inProgress;
+        },
         failFor(ms: number) {
           unavailableUntil = Date.now() + ms;
           for (const ex of live) if (ex.record.path === '/v1/chat/completions') ex.killSocket('reset');

@@ -8,7 +8,7 @@
 import { type ChunkContext, finishChunk, roleChunk, tokenChunk, usageChunk } from './dialect';
 import type { Exchange } from './exchange';
 import type { Fault } from './faults';
-import type { Plan } from './plan';
+import { type Plan, reasoningTokenCount } from './plan';
 
 const MALFORMED_EVENT = 'data: {"this is not json\n\n';
 const INJECTED_ERROR = '{"error":{"message":"fake-engine injected error","type":"InternalServerError","code":500}}';
@@ -21,6 +21,8 @@ export interface StreamSettings {
   /** Token chunks written per step (x-fake-burst), >= 1. */
   burst: number;
   includeUsage: boolean;
+  /** vLLM's stream_options.continuous_usage_stats: every token chunk carries the usage so far. */
+  continuousUsage?: boolean;
 }
 
 /** x-fake-burst: an integer >= 1 (default 1); undefined for anything else (the caller answers 400). */
@@ -67,7 +69,16 @@ export class StreamRun {
         if (!this.applyFault(fault)) return;
       }
       if (this.index >= n) return this.finish();
-      this.event(tokenChunk(this.s.ctx, plan.deltas[this.index]));
+      const d = plan.deltas[this.index];
+      if (d.kind !== 'silent') {
+        const chunk = tokenChunk(this.s.ctx, d);
+        if (this.s.continuousUsage) {
+          const u = { prompt: plan.promptTokens, completion: this.index + 1, reasoning: 0 };
+          const { completion_tokens_details: _d, ...usage } = usageChunk(this.s.ctx, u).usage as Record<string, unknown>;
+          (chunk as Record<string, unknown>).usage = usage;
+        }
+        this.event(chunk);
+      }
       this.index++;
       this.ex.record.tokensSent = this.index;
     }
@@ -75,7 +86,7 @@ export class StreamRun {
   }
 
   private atIndexFault(f: Fault): boolean {
-    return ['crash', 'fin', 'eof', 'stall', 'error', 'abort', 'malformed'].includes(f.kind);
+    return ['crash', 'fin', 'eof', 'stall', 'error', 'abort', 'malformed', 'done', 'trickle'].includes(f.kind);
   }
 
   /** Returns true when the stream goes on writing tokens in this same step. */
@@ -104,6 +115,19 @@ export class StreamRun {
       case 'malformed':
         this.ex.write(MALFORMED_EVENT);
         return true;
+      case 'done':
+        this.ex.end('data: [DONE]\n\n');
+        return false;
+      case 'trickle': {
+        this.ex.write('data: {"id":"x", ');
+        const drip = () => {
+          if (this.ex.closed) return;
+          this.ex.write(' ');
+          this.ex.later(f.ms ?? 200, drip);
+        };
+        this.ex.later(f.ms ?? 200, drip);
+        return false;
+      }
       default:
         return true;
     }
@@ -113,8 +137,9 @@ export class StreamRun {
     const { ctx, plan, fault, includeUsage } = this.s;
     this.event(finishChunk(ctx, plan.finish));
     if (includeUsage) {
-      const reasoning = plan.deltas.filter((d) => d.kind === 'reasoning').length;
-      this.event(usageChunk(ctx, { prompt: plan.promptTokens, completion: plan.deltas.length, reasoning }));
+      const reasoning = plan.reasoningTokens ?? reasoningTokenCount(plan.deltas);
+      const sign = fault?.kind === 'negative-usage' ? -1 : 1;
+      this.event(usageChunk(ctx, { prompt: sign * plan.promptTokens, completion: sign * plan.deltas.length, reasoning: sign * reasoning }));
     }
     this.ex.end(fault?.kind === 'nodone' ? undefined : 'data: [DONE]\n\n');
   }

@@ -8,6 +8,7 @@ import type { Logger } from './logger';
 export class AdmissionMetrics implements AdmissionObserver {
   private readonly wait: Histogram<'outcome'>;
   private readonly brakeTransitions: Counter<'to'>;
+  private readonly evidence: Counter<'evidence'>;
 
   constructor(
     registry: Registry,
@@ -28,6 +29,16 @@ export class AdmissionMetrics implements AdmissionObserver {
       labelNames: ['to'],
       registers,
     });
+    this.evidence = new Counter({
+      name: 'gateway_recovery_failures_total',
+      help: 'Recovery legs failed before their first token, by what they show the brake: pool (counted) or repeat (the request failed so before: counted once per source).',
+      labelNames: ['evidence'],
+      registers,
+    });
+    // Every series from the first scrape, at 0 (src/obs/metric-labels.ts says why).
+    for (const outcome of ['admitted', 'timed-out']) this.wait.zero({ outcome });
+    for (const to of ['open', 'closed']) this.brakeTransitions.inc({ to }, 0);
+    for (const evidence of ['pool', 'repeat']) this.evidence.inc({ evidence }, 0);
     const gauge = (name: string, help: string, read: (a: AdmissionAuthority) => number) =>
       new Gauge({
         name,
@@ -46,8 +57,13 @@ export class AdmissionMetrics implements AdmissionObserver {
     gauge('gateway_reprefills_in_flight_peak', 'The most re-prefills ever in flight at once since start.', (a) => a.peakInFlight);
     gauge(
       'gateway_reprefill_limit',
-      'Re-prefills allowed in flight now (RECOVERY_MIN/MAX_CONCURRENT, RECOVERY_BUDGET_PERCENT).',
+      'Re-prefills allowed in flight now (RECOVERY_MIN/MAX_CONCURRENT, RECOVERY_BUDGET_PERCENT; with RECOVERY_ADAPTIVE=true the adaptive limit).',
       (a) => a.limit,
+    );
+    gauge(
+      'gateway_first_token_baseline_seconds',
+      "The pool's normal first-token latency the adaptive re-prefill limit compares recovery legs with (RECOVERY_ADAPTIVE=true; 0 until known).",
+      (a) => (a.baselineMs ?? 0) / 1000,
     );
     gauge('gateway_recoveries_waiting', 'Recoveries waiting for a re-prefill slot.', (a) => a.waiting);
     gauge('gateway_recovery_brake_open', '1 while the recovery brake is open or probing (recovery legs keep failing), else 0.', (a) =>
@@ -62,6 +78,24 @@ export class AdmissionMetrics implements AdmissionObserver {
   // Refusals are counted where the stream is (gateway_recovery_refusals_total, src/obs/metrics.ts), with the
   // phase only the requester knows.
   refused(_reason: RefusalReason): void {}
+
+  failureEvidence(evidence: 'pool' | 'repeat'): void {
+    this.evidence.inc({ evidence });
+  }
+
+  // Debug only: under a crash the limit moves with every few recovery legs.
+  limitChanged(from: number, to: number, baselineMs: number | undefined, sampleMs: number): void {
+    this.log.debug(
+      {
+        decision: 'REPREFILL_LIMIT',
+        from,
+        to,
+        baseline_ms: baselineMs === undefined ? null : Math.round(baselineMs),
+        sample_ms: Math.round(sampleMs),
+      },
+      'adaptive re-prefill limit changed',
+    );
+  }
 
   brakeChanged(open: boolean): void {
     this.brakeTransitions.inc({ to: open ? 'open' : 'closed' });

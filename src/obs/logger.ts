@@ -1,9 +1,11 @@
 // Structured JSON logs (pino). One line per decision and one record at the end of every request, keyed by
 // Envoy's x-request-id and the completion id the client sees. Prompt text, answer text and credentials are
-// never passed to the logger; the redact list is a second line of defence, not the first.
+// never passed to the logger; the redact list and boundRecord (identifiers checked, every string capped) are a
+// second line of defence, not the first.
 import fs = require('node:fs'); // the module object itself: boundedFlushSync swaps its writeSync for a moment
 
 import pino, { type DestinationStream, type Logger } from 'pino';
+import { boundError, boundRecord, identifierSerializers } from './log-values';
 
 export type { Logger };
 
@@ -20,7 +22,9 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
         paths: ['authorization', 'headers.authorization', '*.authorization', 'api_key', 'messages', 'prompt', 'content', 'reasoning'],
         censor: '[redacted]',
       },
-      formatters: { level: (label) => ({ level: label }) },
+      // Every record and every child logger's bindings (request_id): no line is ever large or carries text.
+      formatters: { level: (label) => ({ level: label }), log: boundRecord },
+      serializers: { err: (e) => boundError(pino.stdSerializers.err(e)), ...identifierSerializers },
     },
     destination ?? stdoutDestination(),
   );

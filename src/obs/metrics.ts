@@ -1,9 +1,15 @@
 // The sidecar's Prometheus metrics (prom-client), one registry per Sidecar instance (tests run several in one
 // process). The data path only calls the named methods below; the admin server renders registry.metrics().
-// Names follow Prometheus conventions: snake_case, `_total` counters, `_seconds` durations.
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+// Names follow Prometheus conventions: snake_case, `_total` counters, `_seconds` durations. Every labelled
+// series with a known label value starts at 0 (./metric-labels.ts). The latency histograms follow the
+// OpenTelemetry GenAI server metrics (gen_ai.server.time_to_first_token, gen_ai.server.request.duration:
+// https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/), their names and bucket boundaries.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { INTERRUPTION_REASONS, LEG_FAILURE_REASONS, PASSTHROUGH_REASONS, PHASES, REFUSAL_REASONS, REQUEST_OUTCOMES } from './metric-labels';
 
-/** What the gauges read at scrape time (RecoveryBudget keeps the live numbers). */
+/** What the gauges read at scrape time (src/recovery/admission.ts AdmissionAuthority keeps the live numbers). */
 export interface LiveState {
   readonly activeStreams: number;
 }
@@ -11,7 +17,10 @@ export interface LiveState {
 export class Metrics {
   readonly registry = new Registry();
   private readonly requests: Counter<'scope' | 'reason'>;
+  private readonly outcomes: Counter<'outcome'>;
   private readonly legFailures: Counter<'reason' | 'phase'>;
+  /** Deprecated alias of legFailures (gateway_interruptions_total), removed in the release after 0.1.0. */
+  private readonly legFailuresDeprecated: Counter<'reason' | 'phase'>;
   private readonly recoveries: Counter<'kind' | 'outcome'>;
   private readonly legs: Counter;
   private readonly interruptionEvents: Counter<'reason'>;
@@ -19,7 +28,10 @@ export class Metrics {
   private readonly malformed: Counter;
   private readonly overflows: Counter;
   private readonly recoveredTokens: Counter;
+  private readonly firstToken: Histogram;
+  /** Deprecated alias of firstToken (gateway_time_to_first_delta_seconds), removed in the release after 0.1.0. */
   private readonly firstDelta: Histogram;
+  private readonly requestDuration: Histogram<'outcome'>;
   private readonly recoveryLatency: Histogram;
   private recoveryLatencySum = 0;
 
@@ -31,9 +43,23 @@ export class Metrics {
       labelNames: ['scope', 'reason'],
       registers,
     });
+    this.outcomes = new Counter({
+      name: 'gateway_request_outcomes_total',
+      help: "Originated (in-scope) requests ended, by request_end's outcome: one increment per request_end record.",
+      labelNames: ['outcome'],
+      registers,
+    });
+    const legFailureHelp =
+      'Upstream failures of a leg1 attempt, by failure kind and phase (prefill: before the first delta, decode: after).';
     this.legFailures = new Counter({
+      name: 'gateway_leg_failures_total',
+      help: legFailureHelp,
+      labelNames: ['reason', 'phase'],
+      registers,
+    });
+    this.legFailuresDeprecated = new Counter({
       name: 'gateway_interruptions_total',
-      help: 'Upstream failures of a leg1 attempt, by failure kind and phase (prefill: before the first delta, decode: after).',
+      help: `DEPRECATED, use gateway_leg_failures_total (same values; removed after 0.1.0). ${legFailureHelp}`,
       labelNames: ['reason', 'phase'],
       registers,
     });
@@ -68,10 +94,25 @@ export class Metrics {
       help: 'Delivered tokens carried into continuation legs (the recovered prefix).',
       registers,
     });
+    this.firstToken = new Histogram({
+      name: 'gateway_time_to_first_token_seconds',
+      help: 'Request start to the first delta delivered to the client (gen_ai.server.time_to_first_token).',
+      // GenAI's recommended boundaries for gen_ai.server.time_to_first_token, plus the long prefills' tail.
+      buckets: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 120, 300],
+      registers,
+    });
     this.firstDelta = new Histogram({
       name: 'gateway_time_to_first_delta_seconds',
-      help: 'Request start to the first delta delivered to the client.',
+      help: 'DEPRECATED, use gateway_time_to_first_token_seconds (removed after 0.1.0). Request start to the first delta delivered to the client.',
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+      registers,
+    });
+    this.requestDuration = new Histogram({
+      name: 'gateway_request_duration_seconds',
+      help: 'Originated request start to its end, by outcome (gen_ai.server.request.duration).',
+      labelNames: ['outcome'],
+      // GenAI's recommended boundaries for gen_ai.server.request.duration, plus the stall bound's tail.
+      buckets: [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84, 327.68, 655.36],
       registers,
     });
     this.recoveryLatency = new Histogram({
@@ -80,6 +121,16 @@ export class Metrics {
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     });
+    new Gauge({
+      name: 'gateway_build_info',
+      help: 'Always 1; the labels say which build runs (version: package.json) on which Node.js.',
+      labelNames: ['version', 'node_version'],
+      aggregator: 'first', // WORKERS > 1: every worker reports the same build
+      registers,
+    }).set({ version: packageVersion(), node_version: process.version }, 1);
+    // process_* (CPU, memory, open fds, start time) and nodejs_* (event-loop lag, heap, GC) of this process.
+    collectDefaultMetrics({ register: this.registry });
+    this.initialiseAtZero();
     new Gauge({
       name: 'gateway_active_streams',
       help: 'Originated streams in progress.',
@@ -98,6 +149,25 @@ export class Metrics {
     });
   }
 
+  private initialiseAtZero(): void {
+    this.requests.inc({ scope: 'originated', reason: '' }, 0);
+    for (const reason of PASSTHROUGH_REASONS) this.requests.inc({ scope: 'passthrough', reason }, 0);
+    for (const outcome of REQUEST_OUTCOMES) {
+      this.outcomes.inc({ outcome }, 0);
+      this.requestDuration.zero({ outcome });
+    }
+    for (const reason of LEG_FAILURE_REASONS)
+      for (const phase of PHASES) {
+        this.legFailures.inc({ reason, phase }, 0);
+        this.legFailuresDeprecated.inc({ reason, phase }, 0);
+      }
+    for (const kind of ['retry', 'continuation'] as const)
+      for (const outcome of ['started', 'succeeded', 'failed'] as const) this.recoveries.inc({ kind, outcome }, 0);
+    for (const reason of INTERRUPTION_REASONS) this.interruptionEvents.inc({ reason }, 0);
+    for (const reason of REFUSAL_REASONS) for (const phase of PHASES) this.refusals.inc({ reason, phase }, 0);
+    for (const what of ['tool-call', 'structured-output']) this.overflows.inc({ what }, 0);
+  }
+
   /** Scope decision: 'originated', or 'passthrough:<reason>'. */
   scope(decision: string): void {
     const i = decision.indexOf(':');
@@ -108,6 +178,7 @@ export class Metrics {
   /** A leg 1 attempt failed (reset, stall, ...), before (prefill) or after (decode) the first delta. */
   legFailure(reason: string, phase: 'prefill' | 'decode'): void {
     this.legFailures.inc({ reason, phase });
+    this.legFailuresDeprecated.inc({ reason, phase });
   }
 
   recovery(kind: 'retry' | 'continuation', outcome: 'started' | 'succeeded' | 'failed'): void {
@@ -132,7 +203,14 @@ export class Metrics {
   }
 
   observeFirstDelta(seconds: number): void {
+    this.firstToken.observe(seconds);
     this.firstDelta.observe(seconds);
+  }
+
+  /** One request_end record was written (src/stream/request-record.ts): its outcome and duration. */
+  requestOutcome(outcome: string, seconds: number): void {
+    this.outcomes.inc({ outcome });
+    this.requestDuration.observe({ outcome }, seconds);
   }
 
   observeRecoveryLatency(seconds: number): void {
@@ -160,4 +238,18 @@ export class Metrics {
   get contentType(): string {
     return this.registry.contentType;
   }
+}
+
+/** The version in package.json (the one place it is stated), read once; 'unknown' if it cannot be read. */
+let version: string | undefined;
+function packageVersion(): string {
+  if (version === undefined) {
+    try {
+      // dist/src/obs/metrics.js and src/obs/metrics.ts both sit three levels below the package root.
+      version = String(JSON.parse(fs.readFileSync(path.join(__dirname, '..', '..', '..', 'package.json'), 'utf8')).version);
+    } catch {
+      version = 'unknown';
+    }
+  }
+  return version;
 }

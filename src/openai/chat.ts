@@ -1,5 +1,6 @@
 // The OpenAI chat-completions shapes the gateway reads, with their guards. Only what the gateway relies on
-// is typed; everything else travels as it came (unknown fields are kept, never dropped).
+// is typed; everything else travels as it came (unknown fields are kept, never dropped). Streamed chunks are
+// read field by field where they arrive (src/sse/tracker.ts), through guards, so they have no shape here.
 
 // biome-ignore lint/suspicious/noExplicitAny: the one loose type: JSON from clients and engines, read through the guards below
 export type JsonObject = Record<string, any>;
@@ -33,32 +34,13 @@ export function isChatRequest(v: unknown): v is ChatRequest {
   return isObject(v) && Array.isArray(v.messages);
 }
 
+/** The delta field an engine streams reasoning in: SGLang and older vLLM `reasoning_content`, vLLM >= 0.10 `reasoning`. */
+export type ReasoningField = 'reasoning_content' | 'reasoning';
+
 /** Token usage as engines report it (vLLM and SGLang add fields; they are kept). */
 export interface Usage {
   prompt_tokens?: number;
   completion_tokens?: number;
   total_tokens?: number;
-  [field: string]: unknown;
-}
-
-export interface ChatChunkChoice {
-  index?: number;
-  delta?: {
-    role?: string;
-    content?: string | null;
-    reasoning_content?: string | null;
-    reasoning?: string | null;
-    tool_calls?: unknown[];
-  } & JsonObject;
-  finish_reason?: string | null;
-  [field: string]: unknown;
-}
-
-/** One `chat.completion.chunk` of a stream. */
-export interface ChatChunk {
-  id?: string;
-  model?: string;
-  choices?: ChatChunkChoice[];
-  usage?: Usage | null;
   [field: string]: unknown;
 }

@@ -1,5 +1,5 @@
-// Idempotent tool-call ids (the article: "the tool must accept its own idempotency key derived from the
-// logical action, not from the GPU attempt"). An engine gives every generation new tool_call ids, so a client
+// Idempotent tool-call ids (docs/background.md, rule 5: a side effect is keyed by the logical action, not by
+// the GPU attempt). An engine gives every generation new tool_call ids, so a client
 // retry, or an invisible retry inside the gateway, would present the same logical call under a new id. When
 // the client names its request (Idempotency-Key, or failing that its own X-Request-Id), the ids it receives
 // are derived from that name and the call's index instead: the same on every attempt and every client retry

@@ -18,7 +18,9 @@ export type AdmissionRequestMessage =
   | { type: 'admission'; op: 'request'; id: number; streams: number }
   | { type: 'admission'; op: 'cancel'; id: number }
   | { type: 'admission'; op: 'settle'; id: number; result: ReprefillResult }
-  | { type: 'admission'; op: 'streams'; streams: number };
+  | { type: 'admission'; op: 'streams'; streams: number }
+  /** Leg 1 first attempts' first-token latency since the last report (the adaptive limit's baseline). */
+  | { type: 'admission'; op: 'first-token'; meanMs: number; count: number };
 
 /** Primary -> worker: the answer to a request (a slot stays in the primary until settled). */
 export type AdmissionAnswerMessage = {
@@ -55,6 +57,9 @@ export class AdmissionHub {
     switch (m.op) {
       case 'streams':
         w.streams = m.streams;
+        return true;
+      case 'first-token':
+        this.authority.observeFirstToken(m.meanMs, m.count);
         return true;
       case 'request': {
         w.streams = m.streams;
@@ -105,28 +110,49 @@ export class AdmissionHub {
   }
 }
 
-/** A worker's side: asks the primary; reports its stream count for RECOVERY_BUDGET_PERCENT. */
+/**
+ * A worker's side: asks the primary; reports its stream count for RECOVERY_BUDGET_PERCENT and, batched on the
+ * same timer, its leg 1 first-token latencies (no IPC message per request on the relaying path).
+ */
 export class RemoteAdmission implements RecoveryAdmission {
   private nextId = 0;
   private readonly pending = new Map<number, (a: Admission) => void>();
   private reported = -1;
+  private firstTokenSumMs = 0;
+  private firstTokenCount = 0;
 
   constructor(
     private readonly streams: { readonly active: number },
     private readonly send: (m: AdmissionRequestMessage) => boolean,
   ) {
     setInterval(() => {
+      if (this.firstTokenCount > 0) {
+        this.send({
+          type: 'admission',
+          op: 'first-token',
+          meanMs: this.firstTokenSumMs / this.firstTokenCount,
+          count: this.firstTokenCount,
+        });
+        this.firstTokenSumMs = 0;
+        this.firstTokenCount = 0;
+      }
       if (this.streams.active === this.reported) return;
       this.reported = this.streams.active;
       this.send({ type: 'admission', op: 'streams', streams: this.reported });
     }, STREAMS_REPORT_MS).unref();
   }
 
-  request(): AdmissionTicket {
+  observeFirstToken(ms: number): void {
+    this.firstTokenSumMs += ms;
+    this.firstTokenCount++;
+  }
+
+  request(signal?: AbortSignal): AdmissionTicket {
     const id = ++this.nextId;
     const result = new Promise<Admission>((resolve) => this.pending.set(id, resolve));
-    if (!this.send({ type: 'admission', op: 'request', id, streams: this.streams.active })) {
-      // No primary to ask (it is gone; the worker exits): no recovery.
+    const cancel = () => this.pending.has(id) && this.send({ type: 'admission', op: 'cancel', id });
+    if (signal?.aborted || !this.send({ type: 'admission', op: 'request', id, streams: this.streams.active })) {
+      // Cancelled already, or no primary to ask (it is gone; the worker exits): no recovery.
       this.answer({
         type: 'admission',
         op: 'answer',
@@ -134,7 +160,12 @@ export class RemoteAdmission implements RecoveryAdmission {
         answer: { admitted: false, reason: 'cancelled', retryAfterMs: 1000, waitedMs: 0 },
       });
     }
-    return { result, cancel: () => this.pending.has(id) && this.send({ type: 'admission', op: 'cancel', id }) };
+    if (signal && this.pending.has(id)) {
+      // The request's cancellation (client gone, shutdown) gives up the wait, as the ticket's cancel does.
+      signal.addEventListener('abort', cancel, { once: true });
+      void result.then(() => signal.removeEventListener('abort', cancel));
+    }
+    return { result, cancel };
   }
 
   /** The primary's answer. A slot granted after its request was given up on is handed straight back. */

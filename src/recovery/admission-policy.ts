@@ -35,6 +35,42 @@ export interface BrakeSettings {
 
 export type BrakeMode = 'closed' | 'open' | 'half-open';
 
+/**
+ * What a recovery leg's failure before its first token says about the pool.
+ * - `pool`: the pool itself shows it (connect refused, the router unreachable, a 503, 429 or other 5xx, or a
+ *   failure unlike the request's previous one): counted.
+ * - `repeat`: the leg failed the way the same request's previous attempt failed (two resets before the first
+ *   token, on two replicas): the request itself may be the cause, so such failures count once per `source`.
+ */
+export type BrakeFailure = { readonly failed: 'pool' } | { readonly failed: 'repeat'; readonly source: string };
+
+/** A recovery leg's result as the brake reads it: first token, a failure before it (with its evidence), neither. */
+export type BrakeResult = 'ok' | 'neutral' | 'failed' | BrakeFailure;
+
+/** Failures a request's own bytes can cause (a replica that cannot parse it resets it, stalls on it, ...). */
+const REQUEST_CAUSABLE = new Set<string>([
+  'reset',
+  'eof',
+  'error-event',
+  'abort-finish',
+  'stall',
+  'stall-limit',
+  'first-delta-timeout',
+  'headers-timeout',
+]);
+
+/**
+ * The evidence of one failed recovery leg (pure). `failure`: how it failed; `previous`: how the same request's
+ * previous attempt failed before its first token (none for a continuation: leg 1 had answered); `status`: the
+ * HTTP status it was answered with, if any; `source`: who sent the request (see requestSource).
+ * A 4xx other than 429 is the request's own answer: `neutral`, never counted.
+ */
+export function brakeEvidence(i: { failure: string; previous?: string; status?: number; source: string }): BrakeResult {
+  if (i.status !== undefined && i.status >= 400 && i.status < 500 && i.status !== 429) return 'neutral';
+  if (REQUEST_CAUSABLE.has(i.failure) && i.previous === i.failure) return { failed: 'repeat', source: i.source };
+  return { failed: 'pool' };
+}
+
 /** What the brake says about starting one more recovery leg now. */
 export type BrakeVerdict = { go: true; probe: boolean } | { go: false; retryAfterMs: number };
 
@@ -42,15 +78,16 @@ export type BrakeVerdict = { go: true; probe: boolean } | { go: false; retryAfte
  * A circuit breaker on recovery legs for a dying pool. Closed: recoveries start (subject to the limit).
  * It opens when, within the window, at least `failures` recovery legs failed before their first token AND
  * they were at least as many as the ones that got a token: a crash that the survivors absorb stays closed,
- * a pool that is gone opens it. Open: nothing starts for `openMs`. Half-open: one probe at a time; its
+ * a pool that is gone opens it. Only what the pool shows counts (brakeEvidence): a `repeat` failure counts
+ * once per source, so one client's requests that every replica refuses cannot open it. Open: nothing starts for `openMs`. Half-open: one probe at a time; its
  * first token closes the brake, its failure opens it again.
  */
 export class RecoveryBrake {
   private modeNow: BrakeMode = 'closed';
   private openedAt = 0;
   private probing = false;
-  /** Recent outcomes (time, ok), oldest first; trimmed to the window. */
-  private readonly recent: { at: number; ok: boolean }[] = [];
+  /** Recent outcomes (time, ok, the source of a `repeat` failure), oldest first; trimmed to the window. */
+  private readonly recent: { at: number; ok: boolean; source?: string }[] = [];
 
   constructor(private readonly s: BrakeSettings) {}
 
@@ -79,7 +116,7 @@ export class RecoveryBrake {
    * A recovery leg's result: 'ok' (first token), 'failed' (failed before it) or 'neutral' (cancelled: the
    * client left, the gateway shuts down). Returns true when this result opened the brake.
    */
-  settle(now: number, result: 'ok' | 'failed' | 'neutral', probe: boolean): boolean {
+  settle(now: number, result: BrakeResult, probe: boolean): boolean {
     if (probe) this.probing = false;
     if (result === 'neutral') return false;
     const m = this.mode(now);
@@ -89,15 +126,33 @@ export class RecoveryBrake {
         this.recent.length = 0;
         return false;
       }
+      // A probe that failed as its own request had failed says nothing about the pool: the next probe decides.
+      if (typeof result === 'object' && result.failed === 'repeat') return false;
       return this.open(now);
     }
-    this.recent.push({ at: now, ok: result === 'ok' });
+    const source = typeof result === 'object' && result.failed === 'repeat' ? result.source : undefined;
+    this.recent.push({ at: now, ok: result === 'ok', source });
     while (this.recent.length && now - this.recent[0].at > this.s.windowMs) this.recent.shift();
     if (m !== 'closed' || result === 'ok' || this.s.failures <= 0) return false;
-    let failed = 0;
-    for (const r of this.recent) if (!r.ok) failed++;
-    if (failed >= this.s.failures && failed >= this.recent.length - failed) return this.open(now);
+    const { failed, ok } = this.counted();
+    if (failed >= this.s.failures && failed >= ok) return this.open(now);
     return false;
+  }
+
+  /** The window's successes, and its failures as the pool shows them: each `repeat` source once. */
+  private counted(): { failed: number; ok: number } {
+    let failed = 0;
+    let ok = 0;
+    const sources = new Set<string>();
+    for (const r of this.recent) {
+      if (r.ok) ok++;
+      else if (r.source === undefined) failed++;
+      else if (!sources.has(r.source)) {
+        sources.add(r.source);
+        failed++;
+      }
+    }
+    return { failed, ok };
   }
 
   private open(now: number): boolean {

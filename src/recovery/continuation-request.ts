@@ -1,13 +1,38 @@
 // Builds the leg2 request body (reference server.py attempt_continuation): the original request plus a
 // final assistant message holding the delivered text, sent as a continuation of that message. Leg2 is a
 // new generation conditioned on what the client already has, not a migration of the replica's state.
+//
+// How that final message looks is the model family's and the engine's business (src/families/): for the
+// engine's prompt to be the uninterrupted prompt followed by the text the model had generated, it carries
+// the raw text after the generation prompt (SGLang), or the parts the template renders back into it (vLLM,
+// llama.cpp). Where no request can do that, there is no leg 2: the stream ends explicitly.
+import { phaseOf, rawText } from '../families/raw-text';
+import { selectFamily } from '../families/select';
+import { type Engine, isUnsupported, type Leg2Shape, type ModelFamily, type Phase } from '../families/types';
 import { isObject, type JsonObject } from '../openai/chat';
-import { type CaseKind, classifyCase, familyFor, needsThinkingDisabled } from './prefix-builders';
+import { type CaseKind, classifyCase } from './interrupted-case';
 import { estimateRecoveredTokens, type RecoveredTokens } from './token-estimate';
 
+export type SkipReason = 'budget-exhausted' | 'tool-call-seen' | 'no-recoverable-content' | 'continuation-unsupported';
+
+export interface Leg2Design {
+  family: ModelFamily;
+  phase: Phase;
+  thinking: boolean;
+  shape: Leg2Shape;
+  /** The raw text the engine's prompt continues from (what a text /tokenize counts as the prefix). */
+  raw: string;
+}
+
 export type Leg2Plan =
-  | { kind: 'send'; body: JsonObject; recovered: RecoveredTokens; case: CaseKind; budgetFields: string[] }
-  | { kind: 'skip'; reason: 'budget-exhausted' | 'tool-call-seen' | 'no-recoverable-content'; recovered?: RecoveredTokens };
+  | { kind: 'send'; body: JsonObject; recovered: RecoveredTokens; case: CaseKind; budgetFields: string[]; design: Leg2Design }
+  | { kind: 'skip'; reason: SkipReason; recovered?: RecoveredTokens; detail?: string; design?: Partial<Leg2Design> };
+
+interface State {
+  reasoning: string;
+  content: string;
+  toolCallsSeen: boolean;
+}
 
 // Same order as the reference: when a client sets both, max_tokens' value is the one reduced.
 const BUDGET_FIELDS = ['max_tokens', 'max_completion_tokens'] as const;
@@ -15,16 +40,46 @@ const BUDGET_FIELDS = ['max_tokens', 'max_completion_tokens'] as const;
 // Engines accept an integer or its decimal string (pydantic lax mode); anything else gives NaN.
 const budgetValue = (v: unknown): number => (typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN);
 
+/** The family's leg 2 for this cut, or why there is none. Pure; also used to count the prefix before planning. */
+export function designLeg2(
+  original: JsonObject,
+  state: State,
+  cfg: { continuationModel: string; engine: Engine },
+): { design: Leg2Design } | { unsupported: string; design: Partial<Leg2Design> } {
+  const family = selectFamily(cfg.continuationModel).family;
+  const delivered = { reasoning: state.reasoning, content: state.content };
+  const phase = phaseOf(delivered);
+  const thinking = family.thinking(
+    {
+      chatTemplateKwargs: isObject(original.chat_template_kwargs) ? original.chat_template_kwargs : {},
+      reasoningEffort: original.reasoning_effort,
+    },
+    cfg.engine,
+  );
+  const partial = { family, phase, thinking };
+  const messages = Array.isArray(original.messages) ? original.messages : [];
+  const shape = family.engines[cfg.engine].plan({ delivered, phase, thinking, messages });
+  if (isUnsupported(shape)) return { unsupported: shape.unsupported, design: partial };
+  const raw = rawText(family.reasoning, delivered, phase, thinking);
+  if (typeof raw !== 'string') return { unsupported: raw.unsupported, design: partial };
+  return { design: { ...partial, shape, raw } };
+}
+
 export function planContinuationRequest(
   original: JsonObject,
-  state: { reasoning: string; content: string; toolCallsSeen: boolean },
-  cfg: { continuationModel: string; engine: 'sglang' | 'vllm'; rates: { cjk: number; other: number }; recovered?: RecoveredTokens },
+  state: State,
+  cfg: { continuationModel: string; engine: Engine; rates: { cjk: number; other: number }; recovered?: RecoveredTokens },
 ): Leg2Plan {
   // The two exclusions the reference makes before attempting (guarded()): a tool call the client has
   // seen cannot be continued (continue_final_message has no "tool call in progress" state), and with no
   // reasoning or content there is nothing to continue from.
   const kase = classifyCase(state.toolCallsSeen, state.reasoning, state.content);
   if (kase === 'tool-call-seen' || kase === 'no-recoverable-content') return { kind: 'skip', reason: kase };
+
+  const designed = designLeg2(original, state, cfg);
+  if ('unsupported' in designed)
+    return { kind: 'skip', reason: 'continuation-unsupported', detail: designed.unsupported, design: designed.design };
+  const { design } = designed;
 
   // An exact count (TOKENIZE_URL) when the caller has one, else the reference's character estimate.
   const recovered = cfg.recovered ?? estimateRecoveredTokens(original, state.reasoning, state.content, cfg.rates);
@@ -40,17 +95,21 @@ export function planContinuationRequest(
     if (!(remaining > 0)) return { kind: 'skip', reason: 'budget-exhausted', recovered };
   }
 
-  const prefix = familyFor(cfg.continuationModel).build(state.reasoning, state.content);
   // Shallow copy, as the reference's dict(original): `original` is never mutated, nested values are shared.
+  // chat_template_kwargs and reasoning_effort stay the client's: they shape the generation prompt, which leg 2
+  // must reproduce (the reference turns `thinking` off once content has started, which changes Kimi-K3's and
+  // DeepSeek's generation prompts; docs/families.md).
+  const messages = Array.isArray(original.messages) ? original.messages : [];
   const body: JsonObject = {
     ...original,
-    messages: [...(Array.isArray(original.messages) ? original.messages : []), { role: 'assistant', content: prefix }],
+    ...design.shape.fields,
+    messages: [...messages, { role: 'assistant', ...design.shape.message }],
   };
   for (const f of budgetFields) body[f] = remaining;
 
   body.continue_final_message = true;
-  // SGLang ignores it, vLLM needs it explicitly with continue_final_message: sent for both engines. No
-  // other engine-specific field is set (see the report: the reference's vLLM-aware version was not found).
+  // vLLM and llama.cpp refuse continue_final_message with add_generation_prompt true (their default); SGLang
+  // has no such field and drops it.
   body.add_generation_prompt = false;
   body.stream = true;
   // The reference replaces stream_options with {include_usage: true}. We keep the client's other keys
@@ -58,17 +117,5 @@ export function planContinuationRequest(
   // forced because the correction needs leg2's real usage (the multimodal formula reads its prompt_tokens).
   body.stream_options = { ...(isObject(original.stream_options) ? original.stream_options : {}), include_usage: true };
 
-  // Content has started, so thinking is over: ask the template not to think again. The key is the
-  // reference's `thinking` (Kimi templates). We deliberately do NOT add `enable_thinking`: Qwen3/GLM
-  // templates keyed on it would then append an empty <think></think> to the generation prompt, ahead of
-  // a prefix that already holds the closed think block. Unlike the reference, which replaces the whole
-  // object, the client's other chat_template_kwargs are kept.
-  if (needsThinkingDisabled(state.content)) {
-    body.chat_template_kwargs = {
-      ...(isObject(original.chat_template_kwargs) ? original.chat_template_kwargs : {}),
-      thinking: false,
-    };
-  }
-
-  return { kind: 'send', body, recovered, case: kase, budgetFields: [...budgetFields] };
+  return { kind: 'send', body, recovered, case: kase, budgetFields: [...budgetFields], design };
 }

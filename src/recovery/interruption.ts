@@ -2,11 +2,13 @@
 // continue it, the stream ends with ONE machine-readable error event and [DONE], never with a silent close
 // or a truncated stream that looks complete. OpenAI-compatible clients raise this as an APIError.
 import { clientErrorPayload } from '../errors';
+import type { InterruptReason, PreCommitReason } from './reasons';
 
 export interface InterruptionInfo {
   requestId: string | undefined;
   deliveredOutputTokens: number;
-  reason: string;
+  /** A stable code (src/recovery/reasons.ts); with partialOutput false (held structured output) a pre-commit one. */
+  reason: InterruptReason | PreCommitReason;
   partialOutput?: boolean;
 }
 

@@ -1,11 +1,9 @@
 // Rewrites one parsed leg2 chunk so the client keeps seeing leg1's stream (reference usage.py
 // rewrite_leg2_line): leg2 is a new request, so the engine gives it a new completion id; it may land on
 // another engine kind that names the reasoning field differently; and its usage must be corrected.
-import { isObject, type JsonObject } from '../openai/chat';
+import { isObject, type JsonObject, type ReasoningField } from '../openai/chat';
 import type { RecoveredTokens } from './token-estimate';
 import { correctUsage } from './usage';
-
-export type ReasoningField = 'reasoning_content' | 'reasoning';
 
 export interface Leg2RewriteOptions {
   /** Leg1's id; null when leg1 showed none (then ids pass unchanged). */

@@ -1,19 +1,36 @@
-// Token counts by character estimation, as the reference gateway's usage.py: no /v1/tokenize call (not
-// every engine supports it with messages, and a second dependency on the downstream would be a new way to
-// fail). Billing here is addition-only and accepts a small deviation.
+// Token counts by character estimation, as the reference gateway's usage.py. This is the fallback: with
+// TOKENIZE_URL set the engine's own /tokenize counts (src/upstream/tokenizer.ts), and this estimate is used when
+// that call fails or is too slow (the reasons are TokenizeFallback codes, src/recovery/reasons.ts).
+
 import { isObject, type JsonObject } from '../openai/chat';
+import type { TokenizeFallback } from './reasons';
 
 // CJK ranges of the reference (_CJK_RE): kana, CJK ext. A, CJK unified, Hangul syllables, CJK compat.
 // CJK characters encode far denser in BPE vocabularies, so they are counted with their own rate.
 const CJK = /[\u3040-\u30FF\u3400-\u4DBF\u4E00-\u9FFF\uAC00-\uD7A3\uF900-\uFAFF]/gu;
 
-/** ceil(cjk / cjkRate + other / otherRate); 0 for empty text. Characters are code points, as Python's len(). */
-export function estimateTokens(text: string, cjkCharsPerToken: number, otherCharsPerToken: number): number {
-  if (!text) return 0;
+/** What the estimate counts of a text: its CJK code points and all its code points (as Python's len()). */
+export interface CharCounts {
+  cjk: number;
+  codePoints: number;
+}
+
+export function charCounts(text: string): CharCounts {
+  if (!text) return { cjk: 0, codePoints: 0 };
   const cjk = text.match(CJK)?.length ?? 0;
   let codePoints = 0;
   for (const _ of text) codePoints++;
-  return Math.ceil(cjk / cjkCharsPerToken + (codePoints - cjk) / otherCharsPerToken);
+  return { cjk, codePoints };
+}
+
+/** ceil(cjk / cjkRate + other / otherRate) of counted characters (a text's, or a running sum of them). */
+export function estimateFromCounts(c: CharCounts, cjkCharsPerToken: number, otherCharsPerToken: number): number {
+  return Math.ceil(c.cjk / cjkCharsPerToken + (c.codePoints - c.cjk) / otherCharsPerToken);
+}
+
+/** ceil(cjk / cjkRate + other / otherRate); 0 for empty text. Characters are code points, as Python's len(). */
+export function estimateTokens(text: string, cjkCharsPerToken: number, otherCharsPerToken: number): number {
+  return estimateFromCounts(charCounts(text), cjkCharsPerToken, otherCharsPerToken);
 }
 
 // Python's json.dumps(value, ensure_ascii=False) spelling (", " and ": " separators), so the tools schema
@@ -87,10 +104,11 @@ export type TokenizeDialect = 'sglang' | 'vllm' | 'llamacpp';
  *   fallback  why the estimate is used although TOKENIZE_URL is set (absent otherwise).
  */
 export interface Accounting {
-  method: 'tokenize' | 'estimate';
+  /** engine-usage: the running usage the engine streamed with the last delivered chunk (continuous_usage_stats). */
+  method: 'tokenize' | 'estimate' | 'engine-usage';
   dialect: TokenizeDialect | null;
-  prompt: 'template' | 'leg2-minus-prefix' | 'estimate';
-  fallback?: string;
+  prompt: 'template' | 'leg2-minus-prefix' | 'estimate' | 'engine-usage';
+  fallback?: TokenizeFallback;
 }
 
 export interface RecoveredTokens {

@@ -21,7 +21,15 @@
 import { isObject, type JsonObject } from '../openai/chat';
 import type { RecoveredTokens } from './token-estimate';
 
-const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v) ? v : 0);
+/**
+ * An engine's count when it is one (a finite number, not negative), else undefined: a negative or otherwise
+ * impossible count is treated as absent, as if the engine had not reported it, and never reaches the client.
+ */
+export function usageCount(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined;
+}
+
+const num = (v: unknown): number => usageCount(v) ?? 0;
 
 /**
  * Returns a new usage object. Unlike the reference, which rebuilds usage from five known keys, every other
@@ -31,11 +39,14 @@ const num = (v: unknown): number => (typeof v === 'number' && Number.isFinite(v)
 export function correctUsage(usage: JsonObject, recovered: RecoveredTokens, multimodal: boolean): JsonObject {
   const leg2 = isObject(usage) ? usage : {};
   const fromLeg2 = recovered.prefixTokens !== undefined && (multimodal || recovered.accounting?.prompt === 'leg2-minus-prefix');
-  const promptTokens = fromLeg2
-    ? Math.max(0, num(leg2.prompt_tokens) - (recovered.prefixTokens as number))
-    : multimodal
-      ? Math.max(0, num(leg2.prompt_tokens) - recovered.totalRecovered)
-      : recovered.promptTokens;
+  // Without a usable leg 2 prompt count, the original request's own count (or estimate) stands, as text-only.
+  const leg2Prompt = usageCount(leg2.prompt_tokens);
+  const promptTokens =
+    fromLeg2 && leg2Prompt !== undefined
+      ? Math.max(0, leg2Prompt - (recovered.prefixTokens as number))
+      : multimodal && leg2Prompt !== undefined
+        ? Math.max(0, leg2Prompt - recovered.totalRecovered)
+        : Math.max(0, recovered.promptTokens);
   const completionTokens = num(leg2.completion_tokens) + recovered.totalRecovered;
   const out: JsonObject = {
     ...leg2,
@@ -60,7 +71,8 @@ export function correctUsage(usage: JsonObject, recovered: RecoveredTokens, mult
   if (isObject(promptDetails) && Object.keys(promptDetails).length > 0) {
     const copy = { ...promptDetails };
     // The reference clamps to prompt_tokens - 1, which is -1 when prompt_tokens is 0; we stop at 0.
-    if (typeof copy.cached_tokens === 'number') copy.cached_tokens = Math.max(0, Math.min(copy.cached_tokens, promptTokens - 1));
+    if (typeof copy.cached_tokens === 'number' && usageCount(copy.cached_tokens) === undefined) delete copy.cached_tokens;
+    else if (typeof copy.cached_tokens === 'number') copy.cached_tokens = Math.max(0, Math.min(copy.cached_tokens, promptTokens - 1));
     out.prompt_tokens_details = copy;
   }
   return out;

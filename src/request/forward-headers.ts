@@ -22,7 +22,7 @@ const HOP_BY_HOP = new Set([
 export function legRequestHeaders(
   client: Record<string, string>,
   requestId: string | undefined,
-  recovery: { avoidHost?: string; revision?: { header: string; value: string } } = {},
+  recovery: { avoidHost?: string; revision?: { header: string; value: string }; traceHeaders?: Record<string, string> } = {},
 ): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(client)) {
@@ -33,6 +33,8 @@ export function legRequestHeaders(
   if (requestId) out['x-request-id'] = requestId;
   if (recovery.avoidHost) out[AVOID_HOST_HEADER] = recovery.avoidHost;
   if (recovery.revision) out[recovery.revision.header] = recovery.revision.value;
+  // With tracing on, the leg carries its own span's context (traceparent, tracestate) instead of the client's.
+  if (recovery.traceHeaders) Object.assign(out, recovery.traceHeaders);
   // The gateway parses the leg's bytes as SSE and undici's request() never decompresses: a client's
   // `accept-encoding: gzip` forwarded as is would let a compressing engine or router tier hand us gzip
   // bytes that no event boundary can be found in. Ask for the identity coding explicitly (an absent

@@ -3,12 +3,17 @@
 // When in doubt, out of scope: a wrong "no" costs one unrecovered crash, a wrong "yes" can break a stream.
 
 import { z } from 'zod';
+import type { Engine } from '../families/types';
+import { smallInt } from '../obs/log-values';
 import type { ChatRequest, JsonObject } from '../openai/chat';
 import { hasMultimodalContent } from '../recovery/token-estimate';
+import { exceedsJsonDepth } from './json-depth';
 
 export type ScopeSkipReason =
   | 'not-json'
   | 'not-chat-request'
+  | 'json-too-deep'
+  | 'method-not-post'
   | 'not-streaming'
   | 'client-continue-final-message'
   | 'structured-output'
@@ -29,7 +34,7 @@ const ChatRequestShape = z.looseObject({
 
 // Constrained decoding. The reference checks response_format json_object/json_schema only; we also treat
 // structural_tag and the engines' own constraint fields as structured output, since neither engine can
-// resume a constrained document part-way (DESIGN: "Neither engine can continue a JSON document ... part-way").
+// resume a constrained document part-way: the grammar state is lost with the replica (docs/background.md, rule 4).
 const STRUCTURED_FORMATS = new Set(['json_object', 'json_schema', 'structural_tag']);
 const CONSTRAINT_FIELDS = [
   'guided_json',
@@ -45,18 +50,43 @@ const CONSTRAINT_FIELDS = [
 
 const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
+/** MAX_BODY_JSON_DEPTH's default: serde_json's recursion limit, which Rust routers (axum's Json) apply to the same bodies. */
+export const DEFAULT_MAX_JSON_DEPTH = 128;
+
 const skip = (reason: ScopeSkipReason, detail?: string): ScopeDecision =>
   detail === undefined ? { inScope: false, reason } : { inScope: false, reason, detail };
+
+const KNOWN_METHODS = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'TRACE', 'CONNECT']);
+
+/**
+ * From the request headers alone: only a POST can be a chat completion (the reference routes POST only; the
+ * engines answer 404 or 405 to anything else). Any other method is proxied natively, body and all, without
+ * waiting for the body. Null: decide from the body.
+ */
+export function scopeByMethod(method: string | undefined): (ScopeDecision & { inScope: false }) | null {
+  if (method === 'POST') return null;
+  return { inScope: false, reason: 'method-not-post', detail: method && KNOWN_METHODS.has(method) ? method : '<other>' };
+}
 
 export function decideScope(
   raw: Buffer,
   cfg: {
     continuationModel: string | undefined;
-    engine: 'sglang' | 'vllm';
+    engine: Engine;
     maxContinuationBodyBytes: number;
     bufferStructuredOutput?: boolean;
+    /** MAX_BODY_JSON_DEPTH: deeper bodies are never parsed (json-depth.ts). */
+    maxJsonDepth?: number;
   },
 ): ScopeDecision {
+  // Before parsing: the parsed payload is held for the whole stream and re-sent in leg 2, so large (typically
+  // image) bodies are not worth it, and parsing tens of MB would block every other stream of this process.
+  // The reference checks the size last; only the logged reason differs.
+  if (raw.length > cfg.maxContinuationBodyBytes) return skip('body-too-large', `${raw.length} bytes`);
+  // Recursive code (JSON.stringify of leg 2's body, zod, the walkers of the messages) must never see a
+  // document deeper than this; JSON.parse itself would accept it.
+  const maxDepth = cfg.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
+  if (exceedsJsonDepth(raw, maxDepth)) return skip('json-too-deep', `deeper than ${maxDepth}`);
   // Invalid JSON (or invalid UTF-8, or a BOM, which Python's json.loads also rejects): the engine answers
   // the client's mistake, never us.
   let payload: JsonObject;
@@ -67,9 +97,11 @@ export function decideScope(
     return skip('not-json', e instanceof SyntaxError ? 'invalid JSON or UTF-8' : 'unparseable body');
   }
   const shape = ChatRequestShape.safeParse(payload);
-  if (!shape.success) return skip('not-chat-request', shape.error.issues[0]?.message);
+  // The issue's code and path only (keys of the schema above, and indexes): its message may quote the input.
+  if (!shape.success) return skip('not-chat-request', issueDetail(shape.error.issues[0]));
 
-  // The reference's order from here on (315b01d-era should_intervene), then the vLLM multimodal rule.
+  // The reference gateway's order from here on (modelsphere/continuation_gateway server.py should_intervene),
+  // then the vLLM multimodal rule.
   // `stream` must be the boolean true: the reference tests truthiness, but a "false" string that an
   // engine coerces would give a non-streamed answer to a gateway expecting SSE.
   if (payload.stream !== true) return skip('not-streaming');
@@ -78,7 +110,7 @@ export function decideScope(
   if (payload.continue_final_message) return skip('client-continue-final-message');
   if (!cfg.continuationModel || cfg.continuationModel.trim() === '') return skip('continuation-model-unset');
   // Only choice 0 is tracked and continued; n > 1 streams interleave choices we could not stitch.
-  if (payload.n != null && payload.n !== 1) return skip('multiple-choices', `n=${String(payload.n)}`);
+  if (payload.n != null && payload.n !== 1) return skip('multiple-choices', `n=${smallInt(payload.n)}`);
   const rf = payload.response_format;
   const structuredBy =
     rf !== null && typeof rf === 'object' && STRUCTURED_FORMATS.has(rf.type)
@@ -87,10 +119,6 @@ export function decideScope(
   // BUFFER_STRUCTURED_OUTPUT: the document is held until it is complete, so a failure is re-run whole
   // instead of continued; without it, structured output is not ours to touch.
   if (structuredBy && !cfg.bufferStructuredOutput) return skip('structured-output', structuredBy);
-  // The parsed payload is held for the whole stream and re-sent in leg2: large (typically image) bodies
-  // are not worth it.
-  if (raw.length > cfg.maxContinuationBodyBytes) return skip('body-too-large', `${raw.length} bytes`);
-
   const multimodal = hasMultimodalContent(payload);
   // Listed as out of scope in the reference README for CONTINUATION_ENGINE=vllm (its code for this rule
   // was not available to us; the README gives no reason beyond vLLM rendering the continued message
@@ -99,4 +127,10 @@ export function decideScope(
 
   // Validated above: an object with a non-empty messages array.
   return { inScope: true, payload: payload as ChatRequest, multimodal, bodyBytes: raw.length, structured: structuredBy !== undefined };
+}
+
+function issueDetail(issue: z.core.$ZodIssue | undefined): string {
+  if (!issue) return 'invalid';
+  const path = issue.path.map((p) => (typeof p === 'number' ? String(p) : typeof p === 'string' ? p : '?')).join('.');
+  return `${issue.code}${path ? ` at ${path}` : ''}`;
 }

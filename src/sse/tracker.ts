@@ -1,11 +1,14 @@
 // Reads the meaning of each OpenAI chat-completion SSE event and accumulates what a recovery needs: the
 // reasoning and content text so far, whether a tool call appeared, the finish_reason, the upstream id.
 // It parses only the JSON of data events; the relay still forwards the original bytes.
-import type { JsonObject } from '../openai/chat';
+//
+// Memory per stream is bounded: the kept text (the continuation prefix) stops growing at
+// MAX_CONTINUATION_PREFIX_BYTES. Past it the stream can no longer be continued (`prefixCapped`), and only
+// counters go on: characters delivered and what the token estimate needs of the text not kept.
+import type { JsonObject, ReasoningField } from '../openai/chat';
+import { type CharCounts, charCounts, estimateFromCounts } from '../recovery/token-estimate';
 
 import type { SseEvent } from './parser';
-
-export type ReasoningField = 'reasoning_content' | 'reasoning';
 
 export type EventKind =
   | 'chunk' // a chat.completion.chunk (may carry deltas, finish_reason and/or usage)
@@ -58,9 +61,80 @@ function choiceZero(choices: unknown): JsonObject | undefined {
   return undefined;
 }
 
+/** The name and argument fragments of one delta's tool calls (OpenAI streams both in pieces). */
+function toolCallDeltaText(calls: unknown): string {
+  if (!Array.isArray(calls)) return '';
+  let text = '';
+  for (const c of calls) {
+    const fn = c?.function;
+    if (fn === null || typeof fn !== 'object') continue;
+    if (typeof fn.name === 'string') text += fn.name;
+    if (typeof fn.arguments === 'string') text += fn.arguments;
+  }
+  return text;
+}
+
+/**
+ * Text appended in small pieces (one token each), kept flat in slabs: a string grown by `+=` per token is a
+ * rope whose every piece costs a node and a string header (about ten times the text itself).
+ */
+class TextAccumulator {
+  private flat = '';
+  private readonly pending: string[] = [];
+  /** Length (UTF-16 units) of the text, pending pieces included. */
+  length = 0;
+
+  add(piece: string): void {
+    this.pending.push(piece);
+    this.length += piece.length;
+    if (this.pending.length >= 64) this.flush();
+  }
+
+  get text(): string {
+    if (this.pending.length > 0) this.flush();
+    return this.flat;
+  }
+
+  private flush(): void {
+    this.flat += this.pending.join('');
+    this.pending.length = 0;
+  }
+}
+
+/** The cap when a tracker is not given one (MAX_CONTINUATION_PREFIX_BYTES's default). */
+export const DEFAULT_MAX_PREFIX_BYTES = 4 * 1024 * 1024;
+
 export class StreamTracker {
-  reasoning = '';
-  content = '';
+  private readonly reasoningText = new TextAccumulator();
+  private readonly contentText = new TextAccumulator();
+  private readonly toolText = new TextAccumulator();
+  /** UTF-8 bytes of the kept text (reasoning, content and tool-call text). */
+  prefixBytes = 0;
+  /** The delivered text outgrew the cap: what is kept is not the whole of it, no continuation can start from it. */
+  prefixCapped = false;
+  /** Delivered characters (UTF-16 units), kept or not. */
+  reasoningChars = 0;
+  contentChars = 0;
+  /** What the token estimate needs of the delivered text that was not kept. */
+  private readonly uncounted: CharCounts = { cjk: 0, codePoints: 0 };
+
+  constructor(readonly maxPrefixBytes: number = DEFAULT_MAX_PREFIX_BYTES) {}
+
+  /** The delivered reasoning text (up to the cap). */
+  get reasoning(): string {
+    return this.reasoningText.text;
+  }
+
+  /** The delivered content text (up to the cap). */
+  get content(): string {
+    return this.contentText.text;
+  }
+
+  /** The delivered tool calls' names and argument text, concatenated (counted as the prompt counts a tool call). */
+  get toolCallText(): string {
+    return this.toolText.text;
+  }
+
   reasoningField: ReasoningField | null = null;
   toolCallsSeen = false;
   finishReason: string | null = null;
@@ -70,6 +144,10 @@ export class StreamTracker {
   /** The engine's system_fingerprint, from the first chunk that has one (a model revision source). */
   systemFingerprint: string | null = null;
   malformed = 0;
+  /** The last usage the stream carried (vLLM's continuous_usage_stats puts one on every chunk) ... */
+  lastUsage: JsonObject | null = null;
+  /** ... and whether it came with the last delivered text (then it counts everything the client has). */
+  usageCurrent = false;
 
   /** Classifies an event without changing the accumulated state. Runs once per relayed event. */
   static read(ev: SseEvent): ObservedEvent {
@@ -123,16 +201,47 @@ export class StreamTracker {
     if (this.model === null && typeof j.model === 'string') this.model = j.model;
     if (this.systemFingerprint === null && typeof j.system_fingerprint === 'string' && j.system_fingerprint)
       this.systemFingerprint = j.system_fingerprint;
-    if (o.reasoning) {
-      this.reasoning += o.reasoning;
-      if (this.reasoningField === null) {
-        const d = choiceZero(j.choices)?.delta ?? {};
-        this.reasoningField = typeof d.reasoning_content === 'string' ? 'reasoning_content' : 'reasoning';
-      }
+    if (o.reasoning && this.reasoningField === null) {
+      const d = choiceZero(j.choices)?.delta ?? {};
+      this.reasoningField = typeof d.reasoning_content === 'string' ? 'reasoning_content' : 'reasoning';
     }
-    this.content += o.content;
+    this.reasoningChars += o.reasoning.length;
+    this.contentChars += o.content.length;
+    const toolText = o.toolCall ? toolCallDeltaText(choiceZero(j.choices)?.delta?.tool_calls) : '';
     if (o.toolCall) this.toolCallsSeen = true;
+    if (o.hasDelta) this.keep(o.reasoning, o.content, toolText);
     if (o.finishReason !== null) this.finishReason = o.finishReason;
+    if (o.usage) this.lastUsage = j.usage;
+    if (o.usage) this.usageCurrent = true;
+    else if (o.hasDelta) this.usageCurrent = false;
+  }
+
+  /** Keeps one event's text, or past the cap only counts it (an event's text is kept whole or not at all). */
+  private keep(reasoning: string, content: string, toolText: string): void {
+    if (!this.prefixCapped) {
+      const bytes = Buffer.byteLength(reasoning) + Buffer.byteLength(content) + Buffer.byteLength(toolText);
+      if (this.prefixBytes + bytes <= this.maxPrefixBytes) {
+        this.prefixBytes += bytes;
+        if (reasoning) this.reasoningText.add(reasoning);
+        if (content) this.contentText.add(content);
+        if (toolText) this.toolText.add(toolText);
+        return;
+      }
+      this.prefixCapped = true;
+    }
+    for (const t of [reasoning, content, toolText]) {
+      if (!t) continue;
+      const c = charCounts(t);
+      this.uncounted.cjk += c.cjk;
+      this.uncounted.codePoints += c.codePoints;
+    }
+  }
+
+  /** The token estimate of everything delivered (reasoning, content, tool calls), the text past the cap included. */
+  deliveredTokenEstimate(cjkCharsPerToken: number, otherCharsPerToken: number): number {
+    const kept = charCounts(this.reasoning + this.content + this.toolCallText);
+    const all = { cjk: kept.cjk + this.uncounted.cjk, codePoints: kept.codePoints + this.uncounted.codePoints };
+    return estimateFromCounts(all, cjkCharsPerToken, otherCharsPerToken);
   }
 
   /** A normal end: a finish_reason other than "abort" was seen. */
@@ -140,8 +249,8 @@ export class StreamTracker {
     return this.finishReason !== null && this.finishReason !== 'abort';
   }
 
-  /** Something a continuation could start from (text, and no tool call that leg2 could not continue). */
+  /** Text delivered and no tool call that leg2 could not continue (past the cap too: see prefixCapped). */
   get recoverable(): boolean {
-    return !this.toolCallsSeen && (this.reasoning !== '' || this.content !== '');
+    return !this.toolCallsSeen && (this.reasoningChars > 0 || this.contentChars > 0);
   }
 }

@@ -36,17 +36,27 @@ export interface UpstreamHost {
 }
 
 export interface EnvoyConfigOptions {
-  /** Port of the client-facing (front) listener. */
+  /**
+   * Port of the client-facing (front) listener. For this and the other listener and admin ports, 0 means an
+   * ephemeral port that Envoy binds itself (read back from its admin interface: src/stack/envoy-process.ts).
+   */
   listenPort: number;
-  /** Admin interface port, always bound to 127.0.0.1. */
+  /** Admin interface port, always bound to 127.0.0.1 (0: ephemeral, Envoy writes it to --admin-address-path). */
   adminPort: number;
   /** Port of the egress listener (127.0.0.1 only) through which the sidecar fetches its legs. */
   egressPort: number;
   /** Optional second egress listener (127.0.0.1 only) that routes to `continuationTier`. */
   continuationEgressPort?: number;
-  /** Where the sidecar's ext_proc gRPC server listens. */
+  /** Where the sidecar's ext_proc gRPC server listens (unused with extProcEndpointsFile). */
   extProcHost: string;
   extProcPort: number;
+  /**
+   * The ext_proc cluster's endpoint from this file (EDS over the filesystem; Envoy reloads it when a new
+   * version is moved in) instead of extProcHost:extProcPort. For a sidecar that starts after Envoy: it needs the
+   * egress listener's port, which Envoy only knows once it has bound port 0 (`npm run stack`). See
+   * extProcEndpointsJson for the file's content.
+   */
+  extProcEndpointsFile?: string;
   /** The router tier (one or more replicas); hostnames are resolved with STRICT_DNS (IPv4). */
   routerTier: UpstreamHost[];
   /** A separate router for leg2 (only used together with continuationEgressPort). */
@@ -63,6 +73,11 @@ export interface EnvoyConfigOptions {
   upstreamHeadersTimeoutSeconds?: number;
   /** connect_timeout of the router-tier clusters (default 5 s). */
   routerConnectTimeoutSeconds?: number;
+  /**
+   * How long an idle pooled connection to a router-tier host is kept (default ROUTER_IDLE_TIMEOUT_SECONDS, 1 s):
+   * below the engines' own keep-alive timeouts, so that Envoy, not the engine, closes an idle connection.
+   */
+  routerIdleTimeoutSeconds?: number;
   /** The sidecar's MODEL_REVISION_HEADER, for replicas with revisions (default x-model-revision). */
   modelRevisionHeader?: string;
   /** Address of the front listener (default 127.0.0.1; use 0.0.0.0 in a pod). */
@@ -81,6 +96,14 @@ export interface EnvoyConfigOptions {
    * (default DEFAULT_MAX_HEAP_BYTES, 384 MiB; see envoy-memory.ts).
    */
   maxHeapBytes?: number;
+  /**
+   * false: no internal chat hop; ext_proc runs on the front listener's chat route itself. Only for measuring
+   * what the hop costs (the bench's configuration h): without it a client that does not read is not capped
+   * (docs/envoy.md (g)). Default true.
+   */
+  chatHop?: boolean;
+  /** Envoy's OpenTelemetry tracer on every HTTP connection manager, exporting to this collector (default off). */
+  tracing?: EnvoyTracingOptions;
 }
 
 /** The options the checked-in example envoy/envoy.demo.json is rendered from (documented in envoy/README.md). */
@@ -118,6 +141,7 @@ export { CLIENT_REQUEST_ID_HEADER } from '../openai/tool-call-ids';
 export { AVOID_HOST_HEADER, UPSTREAM_FLAGS_HEADER, UPSTREAM_HOST_HEADER };
 
 import { CLIENT_REQUEST_ID_HEADER } from '../openai/tool-call-ids';
+import { collectorCluster, type EnvoyTracingOptions, withHcmTracing } from './envoy-tracing';
 
 /** The `envoy.lb` metadata key listing, on each replica, the names it stands in for. */
 const AVOID_KEY = 'serves_when_avoiding';
@@ -131,6 +155,7 @@ export { CHAT_CLUSTER, CHAT_LISTENER } from './envoy-memory';
 const T = {
   hcm: 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
   extProc: 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor',
+  extProcPerRoute: 'type.googleapis.com/envoy.extensions.filters.http.ext_proc.v3.ExtProcPerRoute',
   router: 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router',
   httpOptions: 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
   stdoutLog: 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
@@ -138,6 +163,7 @@ const T = {
   reqWithoutQuery: 'type.googleapis.com/envoy.extensions.formatter.req_without_query.v3.ReqWithoutQuery',
   headerToMetadata: 'type.googleapis.com/envoy.extensions.filters.http.header_to_metadata.v3.Config',
   earlyHeaderMutation: 'type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation',
+  httpInspector: 'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector',
 } as const;
 
 const HTTP_OPTIONS_KEY = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
@@ -148,9 +174,9 @@ const secs = (n: number): string => {
   return `${Math.round(n * 1000) / 1000}s`;
 };
 
-function checkPort(name: string, p: number | undefined): void {
-  if (p === undefined || !Number.isInteger(p) || p <= 0 || p > 65535) {
-    throw new Error(`renderEnvoyConfig: ${name} must be a TCP port (1-65535), got ${String(p)}`);
+function checkPort(name: string, p: number | undefined, ephemeralAllowed = false): void {
+  if (p === undefined || !Number.isInteger(p) || p < (ephemeralAllowed ? 0 : 1) || p > 65535) {
+    throw new Error(`renderEnvoyConfig: ${name} must be a TCP port (${ephemeralAllowed ? 0 : 1}-65535), got ${String(p)}`);
   }
 }
 
@@ -202,8 +228,20 @@ function isIp(host: string): boolean {
   return net.isIP(host) !== 0;
 }
 
+/**
+ * Idle timeout of the pooled connections to the router tier. Engines close idle keep-alive connections
+ * themselves: uvicorn (SGLang, vLLM) after 5 s, llama.cpp's server (cpp-httplib) after 5 s, Node's http
+ * server after 5 s, gunicorn after 2 s. When the engine closes first, a leg sent at that moment on the
+ * connection it is closing gets Envoy's 503 UC (connection_termination) before any response byte; Envoy's
+ * default idle timeout (1 h) makes that the usual way an idle connection ends. 1 s is below all of these, so
+ * Envoy closes first; the cost is a new TCP connection for a leg after 1 s without traffic to that host
+ * (negligible next to a prefill). The race that remains (an engine that closes sooner, a restart, a
+ * per-connection request limit) is covered by the sidecar's one re-run of a UC (src/upstream/client.ts).
+ */
+export const ROUTER_IDLE_TIMEOUT_SECONDS = 1;
+
 /** A cluster for one router tier (the "router_tier" or the "continuation_tier"). */
-function routerCluster(name: string, tier: UpstreamHost[], connectTimeoutSeconds: number): object {
+function routerCluster(name: string, tier: UpstreamHost[], connectTimeoutSeconds: number, idleTimeoutSeconds: number): object {
   const allIps = tier.every((h) => isIp(h.host));
   return {
     name,
@@ -220,6 +258,8 @@ function routerCluster(name: string, tier: UpstreamHost[], connectTimeoutSeconds
     typed_extension_protocol_options: {
       [HTTP_OPTIONS_KEY]: {
         '@type': T.httpOptions,
+        // Envoy closes an idle connection before the engine does (ROUTER_IDLE_TIMEOUT_SECONDS).
+        common_http_protocol_options: { idle_timeout: secs(idleTimeoutSeconds) },
         explicit_http_config: { http_protocol_options: {} },
       },
     },
@@ -302,10 +342,10 @@ export const EXT_PROC_STREAMS_PER_CONNECTION = 500;
 
 /** The ext_proc cluster: the sidecar's gRPC server. */
 function extProcCluster(o: EnvoyConfigOptions): object {
-  const allIp = isIp(o.extProcHost);
+  const allIp = o.extProcEndpointsFile !== undefined || isIp(o.extProcHost);
   return {
     name: EXT_PROC_CLUSTER,
-    type: allIp ? 'STATIC' : 'STRICT_DNS',
+    type: o.extProcEndpointsFile ? 'EDS' : allIp ? 'STATIC' : 'STRICT_DNS',
     ...(allIp ? {} : { dns_lookup_family: 'V4_ONLY' }),
     connect_timeout: '1s',
     // gRPC needs HTTP/2 to the sidecar.
@@ -329,7 +369,15 @@ function extProcCluster(o: EnvoyConfigOptions): object {
     // opening the gRPC stream fails synchronously ("no healthy upstream") before any body is sent, and
     // failure_mode_allow lets Envoy proxy natively. Panic threshold 0: never route to an unhealthy sidecar
     // "because all hosts are unhealthy" (the default 50 % would do exactly that with a single host).
-    common_lb_config: { healthy_panic_threshold: { value: 0 } },
+    common_lb_config: {
+      healthy_panic_threshold: { value: 0 },
+      // A host's health change (and, from an endpoints file, its arrival) reaches the worker threads at once:
+      // by default Envoy merges such updates for 1 s, and measured on Envoy 1.40 an endpoint added through
+      // extProcEndpointsFile and seen healthy at the admin interface got "no healthy upstream" on the workers
+      // (chat requests bypassing the sidecar) until about a second later. Only health and endpoint changes
+      // of this one-host cluster are affected: a handful per sidecar restart.
+      update_merge_window: '0s',
+    },
     health_checks: [
       {
         timeout: '1s',
@@ -351,11 +399,37 @@ function extProcCluster(o: EnvoyConfigOptions): object {
     circuit_breakers: {
       thresholds: [{ priority: 'DEFAULT', max_connections: 10000, max_pending_requests: 10000, max_requests: 10000, max_retries: 3 }],
     },
-    load_assignment: {
-      cluster_name: EXT_PROC_CLUSTER,
-      endpoints: [{ lb_endpoints: [{ endpoint: { address: socketAddress(o.extProcHost, o.extProcPort) } }] }],
-    },
+    ...(o.extProcEndpointsFile
+      ? {
+          // The endpoint comes from a file the stack writes once the sidecar has bound its port (EDS over the
+          // filesystem, watched through its directory: a file moved in is a new version).
+          eds_cluster_config: {
+            eds_config: {
+              resource_api_version: 'V3',
+              path_config_source: { path: o.extProcEndpointsFile, watched_directory: { path: path.dirname(o.extProcEndpointsFile) } },
+            },
+          },
+        }
+      : {
+          load_assignment: {
+            cluster_name: EXT_PROC_CLUSTER,
+            endpoints: [{ lb_endpoints: [{ endpoint: { address: socketAddress(o.extProcHost, o.extProcPort) } }] }],
+          },
+        }),
   };
+}
+
+/**
+ * The content of extProcEndpointsFile: an EDS DiscoveryResponse with the sidecar's address, or no endpoint yet
+ * (Envoy then bypasses ext_proc: fail-open, as with an unhealthy sidecar). `version` must change per write.
+ */
+export function extProcEndpointsJson(version: number, endpoint?: { host: string; port: number }): string {
+  const cla = {
+    '@type': 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment',
+    cluster_name: EXT_PROC_CLUSTER,
+    endpoints: endpoint ? [{ lb_endpoints: [{ endpoint: { address: socketAddress(endpoint.host, endpoint.port) } }] }] : [],
+  };
+  return `${JSON.stringify({ version_info: String(version), resources: [cla] })}\n`;
 }
 
 /**
@@ -364,12 +438,18 @@ function extProcCluster(o: EnvoyConfigOptions): object {
  * lets the overload manager cap the memory of clients that do not read (see envoy-memory.ts).
  */
 function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
+  const hop = o.chatHop !== false;
   return {
     name: 'front',
     address: socketAddress(o.listenAddress ?? '127.0.0.1', o.listenPort),
     // Above this much unsent data on a client connection the router stops reading the chat hop (see
     // FRONT_CONNECTION_BUFFER_BYTES). Also the read chunk for request bodies; 32 KiB is Envoy's edge advice.
     per_connection_buffer_limit_bytes: FRONT_CONNECTION_BUFFER_BYTES,
+    // A connection that never sends a byte is closed after 10 s: the HCM's timers (request_headers_timeout
+    // below) start at the first byte, and its connection idle timeout is 1 h. A listener filter that waits for
+    // the first bytes is what bounds it (measured: docs/envoy.md (k)); keep-alive connections are not affected.
+    listener_filters: [{ name: 'envoy.filters.listener.http_inspector', typed_config: { '@type': T.httpInspector } }],
+    listener_filters_timeout: '10s',
     filter_chains: [
       {
         filters: [
@@ -403,6 +483,9 @@ function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
               stream_idle_timeout: idleTimeout,
               // Whole-request timer (0 = off): an LLM answer has no upper bound on duration.
               request_timeout: '0s',
+              // From its first byte, a request has this long to complete its headers; then Envoy answers 408 and
+              // closes (10 s: Envoy's edge best-practice value; a real client sends them at once). docs/envoy.md (k).
+              request_headers_timeout: '10s',
               access_log: accessLog('front'),
               route_config: {
                 name: 'front',
@@ -417,7 +500,7 @@ function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
                         // idle_timeout overrides the HCM's stream_idle_timeout: same budget.
                         name: 'chat',
                         match: { path: CHAT_PATH },
-                        route: { cluster: CHAT_CLUSTER, timeout: '0s', idle_timeout: idleTimeout },
+                        route: { cluster: hop ? CHAT_CLUSTER : ROUTER_CLUSTER, timeout: '0s', idle_timeout: idleTimeout },
                       },
                       {
                         // Everything else (/v1/models, /health, /v1/completions, ...): plain proxying, no gRPC
@@ -425,12 +508,13 @@ function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
                         name: 'passthrough',
                         match: { prefix: '/' },
                         route: { cluster: ROUTER_CLUSTER, timeout: '0s', idle_timeout: idleTimeout },
+                        ...(hop ? {} : { typed_per_filter_config: { [EXT_PROC_FILTER]: { '@type': T.extProcPerRoute, disabled: true } } }),
                       },
                     ],
                   },
                 ],
               },
-              http_filters: [{ name: 'envoy.filters.http.router', typed_config: { '@type': T.router } }],
+              http_filters: [...(hop ? [] : [extProcFilter()]), { name: 'envoy.filters.http.router', typed_config: { '@type': T.router } }],
             },
           },
         ],
@@ -440,9 +524,10 @@ function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
 }
 
 /** The ext_proc filter: the sidecar sees the chat request and originates the answer. */
+const EXT_PROC_FILTER = 'envoy.filters.http.ext_proc';
 function extProcFilter(): object {
   return {
-    name: 'envoy.filters.http.ext_proc',
+    name: EXT_PROC_FILTER,
     typed_config: {
       '@type': T.extProc,
       grpc_service: { envoy_grpc: { cluster_name: EXT_PROC_CLUSTER } },
@@ -647,18 +732,23 @@ function egressListener(
 
 /** Renders the Envoy bootstrap for the gateway as a plain object (write it as JSON). */
 export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
-  checkPort('listenPort', o.listenPort);
-  checkPort('adminPort', o.adminPort);
-  checkPort('egressPort', o.egressPort);
-  checkPort('extProcPort', o.extProcPort);
-  if (typeof o.extProcHost !== 'string' || o.extProcHost === '') throw new Error('renderEnvoyConfig: extProcHost is empty');
+  checkPort('listenPort', o.listenPort, true);
+  checkPort('adminPort', o.adminPort, true);
+  checkPort('egressPort', o.egressPort, true);
+  if (o.extProcEndpointsFile === undefined) {
+    checkPort('extProcPort', o.extProcPort);
+    if (typeof o.extProcHost !== 'string' || o.extProcHost === '') throw new Error('renderEnvoyConfig: extProcHost is empty');
+  } else if (!path.isAbsolute(o.extProcEndpointsFile)) {
+    throw new Error(`renderEnvoyConfig: extProcEndpointsFile must be an absolute path, got ${o.extProcEndpointsFile}`);
+  }
   checkTier('routerTier', o.routerTier);
   const withContinuation = o.continuationEgressPort !== undefined || o.continuationTier !== undefined;
   if (withContinuation) {
-    checkPort('continuationEgressPort', o.continuationEgressPort);
+    checkPort('continuationEgressPort', o.continuationEgressPort, true);
     checkTier('continuationTier', o.continuationTier);
   }
-  const ports = [o.listenPort, o.adminPort, o.egressPort, o.continuationEgressPort].filter((p) => p !== undefined);
+  // Port 0 (ephemeral) may repeat: Envoy binds a different port for each.
+  const ports = [o.listenPort, o.adminPort, o.egressPort, o.continuationEgressPort].filter((p) => p !== undefined && p !== 0);
   if (new Set(ports).size !== ports.length) throw new Error(`renderEnvoyConfig: ports must be distinct: ${ports.join(', ')}`);
   for (const [k, v] of [
     ['stallTimeoutSeconds', o.stallTimeoutSeconds],
@@ -679,7 +769,7 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
     throw new Error(`renderEnvoyConfig: retryBufferLimitBytes must be a positive integer`);
   const listeners: object[] = [
     frontListener(o, idleTimeout),
-    chatListener(idleTimeout),
+    ...(o.chatHop === false ? [] : [chatListener(idleTimeout)]),
     egressListener(
       'egress',
       o.egressPort,
@@ -689,7 +779,10 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
       hasRevisions(o.routerTier) ? (o.modelRevisionHeader ?? DEFAULT_MODEL_REVISION_HEADER) : undefined,
     ),
   ];
-  const clusters: object[] = [routerCluster(ROUTER_CLUSTER, o.routerTier, o.routerConnectTimeoutSeconds ?? 5)];
+  const routerIdle = o.routerIdleTimeoutSeconds ?? ROUTER_IDLE_TIMEOUT_SECONDS;
+  if (!Number.isFinite(routerIdle) || routerIdle <= 0)
+    throw new Error(`renderEnvoyConfig: routerIdleTimeoutSeconds must be a positive number, got ${routerIdle}`);
+  const clusters: object[] = [routerCluster(ROUTER_CLUSTER, o.routerTier, o.routerConnectTimeoutSeconds ?? 5, routerIdle)];
   if (withContinuation) {
     listeners.push(
       egressListener(
@@ -701,15 +794,19 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
         hasRevisions(o.continuationTier) ? (o.modelRevisionHeader ?? DEFAULT_MODEL_REVISION_HEADER) : undefined,
       ),
     );
-    clusters.push(routerCluster(CONTINUATION_CLUSTER, o.continuationTier as UpstreamHost[], o.routerConnectTimeoutSeconds ?? 5));
+    clusters.push(
+      routerCluster(CONTINUATION_CLUSTER, o.continuationTier as UpstreamHost[], o.routerConnectTimeoutSeconds ?? 5, routerIdle),
+    );
   }
-  clusters.push(extProcCluster(o), chatCluster());
+  clusters.push(extProcCluster(o), ...(o.chatHop === false ? [] : [chatCluster()]));
+  if (o.tracing) clusters.push(collectorCluster(o.tracing));
+  const tracing = o.tracing;
 
   return {
     node: { id: 'continuation-gateway', cluster: 'continuation-gateway' },
     // Admin on loopback only: it can stop Envoy and dump config.
     admin: { address: socketAddress('127.0.0.1', o.adminPort) },
-    static_resources: { listeners, clusters },
+    static_resources: { listeners: tracing ? listeners.map((l) => withHcmTracing(l, tracing)) : listeners, clusters },
     // No layered_runtime: in particular NOT `envoy.reloadable_features.ext_proc_graceful_grpc_close` (off by
     // default in 1.40). With it, an HTTP stream reset before the sidecar closed its side stream (a client cut
     // by the memory cap) crashed Envoy with SIGSEGV when the sidecar's close arrived (docs/envoy.md (f)); the

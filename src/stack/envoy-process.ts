@@ -5,7 +5,7 @@ import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { ensureEnvoy } from './envoy-binary';
-import { type EnvoyConfigOptions, EXT_PROC_CLUSTER, writeEnvoyConfig } from './envoy-config';
+import { type EnvoyConfigOptions, EXT_PROC_CLUSTER, extProcEndpointsJson, writeEnvoyConfig } from './envoy-config';
 import { type ChildExit, describeExit, logTail, spawnManaged } from './managed-child';
 
 export { type ChildExit, describeExit, logTail, type ManagedChild, type SpawnManagedOptions, spawnManaged } from './managed-child';
@@ -72,17 +72,17 @@ export async function waitForExtProcHealth(adminUrl: string, healthy: boolean, t
   }
 }
 
-/** Ports Envoy has bound, from admin /listeners?format=json. */
-async function boundListenerPorts(adminUrl: string): Promise<Set<number>> {
+/** The port each socket listener has bound (name -> port), from admin /listeners?format=json. */
+export async function boundListeners(adminUrl: string): Promise<Map<string, number>> {
   const { status, body } = await httpGet(`${adminUrl}/listeners?format=json`);
   if (status !== 200) throw new Error(`GET /listeners answered ${status}`);
   const parsed = JSON.parse(body) as {
-    listener_statuses?: Array<{ local_address?: { socket_address?: { port_value?: number } } }>;
+    listener_statuses?: Array<{ name?: string; local_address?: { socket_address?: { port_value?: number } } }>;
   };
-  const ports = new Set<number>();
+  const ports = new Map<string, number>();
   for (const l of parsed.listener_statuses ?? []) {
     const p = l.local_address?.socket_address?.port_value;
-    if (typeof p === 'number') ports.add(p);
+    if (typeof l.name === 'string' && typeof p === 'number' && p > 0) ports.set(l.name, p);
   }
   return ports;
 }
@@ -93,7 +93,11 @@ async function boundListenerPorts(adminUrl: string): Promise<Set<number>> {
 
 export interface RunningEnvoy {
   adminUrl: string;
+  /** The ports Envoy bound (the ones asked for, or the ephemeral ones it got for port 0). */
+  adminPort: number;
   listenPort: number;
+  egressPort: number;
+  continuationEgressPort?: number;
   /** http://127.0.0.1:<egressPort>: where the sidecar sends its legs (DOWNSTREAM_URL for the sidecar). */
   egressUrl: string;
   /** http://127.0.0.1:<continuationEgressPort>, when a continuation tier is configured. */
@@ -107,9 +111,23 @@ export interface RunningEnvoy {
   stop(): Promise<void>;
   /** The last ~200 KB of Envoy's stdout (access log) and stderr (application log). */
   logs(): string;
+  /**
+   * Only when started without extProcPort: points the ext_proc cluster at the sidecar (a new version of the
+   * endpoints file, moved in atomically; Envoy then health-checks it).
+   */
+  setExtProcEndpoint(host: string, port: number): void;
+  /** Waits until the ext_proc host is healthy (before that Envoy bypasses the sidecar). */
+  waitForExtProcHealthy(timeoutMs: number): Promise<void>;
 }
 
-export interface StartEnvoyOptions extends EnvoyConfigOptions {
+export interface StartEnvoyOptions extends Omit<EnvoyConfigOptions, 'extProcHost' | 'extProcPort' | 'extProcEndpointsFile'> {
+  /**
+   * The sidecar's address. Without extProcPort the ext_proc cluster starts with no endpoint and is given one
+   * later (setExtProcEndpoint): for a sidecar started after Envoy, once it knows Envoy's egress port. Then the
+   * health wait is the caller's (waitForExtProcHealthy).
+   */
+  extProcHost?: string;
+  extProcPort?: number;
   /** Envoy binary (default: $ENVOY_BIN, else ensureEnvoy()). */
   envoyBin?: string;
   /** Envoy's -l (default "info": startup and warnings, no per-request lines; the access log is separate). */
@@ -134,19 +152,40 @@ export async function startEnvoy(o: StartEnvoyOptions): Promise<RunningEnvoy> {
   const bin = o.envoyBin ?? process.env.ENVOY_BIN ?? (await ensureEnvoy());
   const ownWorkdir = o.workdir === undefined;
   const workdir = o.workdir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'envoy-gw-'));
-  const configFile = path.join(workdir, `envoy-${o.adminPort}.json`);
-  writeEnvoyConfig(o, configFile);
+  // Names unique within the workdir (a caller's workdir may hold several Envoys, one after another).
+  const tag = `${process.pid}-${++startCount}`;
+  const configFile = path.join(workdir, `envoy-${tag}.json`);
+  const adminAddressFile = path.join(workdir, `admin-address-${tag}`);
+  // The ext_proc endpoint file lives in a directory of its own: Envoy watches that directory for moves.
+  const edsDir = o.extProcPort === undefined ? path.join(workdir, `ext-proc-eds-${tag}`) : undefined;
+  const edsFile = edsDir ? path.join(edsDir, 'ext_proc.json') : undefined;
+  let edsVersion = 0;
+  const writeEds = (endpoint?: { host: string; port: number }): void => {
+    if (!edsFile) throw new Error('setExtProcEndpoint: this Envoy was started with a fixed extProcPort');
+    const tmp = path.join(workdir, `ext_proc-${tag}-${++edsVersion}.json.tmp`);
+    fs.writeFileSync(tmp, extProcEndpointsJson(edsVersion, endpoint));
+    fs.renameSync(tmp, edsFile); // atomic: Envoy never reads half a file
+  };
+  if (edsDir) {
+    fs.mkdirSync(edsDir);
+    writeEds();
+  }
+  writeEnvoyConfig(
+    { ...o, extProcHost: o.extProcHost ?? '127.0.0.1', extProcPort: o.extProcPort ?? 0, extProcEndpointsFile: edsFile },
+    configFile,
+  );
 
   const args = [
     '-c',
     configFile,
     // Several Envoys run at once (parallel jest workers, a stack next to tests). Hot restart is not used (we
-    // restart by stop + start), so it is disabled: no shared memory or domain socket that could collide. The
-    // base id is unique anyway (derived from the admin port, itself unique per running Envoy) as a second line
-    // of defence should someone drop --disable-hot-restart.
+    // restart by stop + start), so it is disabled: no shared memory or domain socket that could collide, and
+    // the base id (which only names those) is left at its default.
     '--disable-hot-restart',
-    '--base-id',
-    String(o.adminPort),
+    // Where Envoy writes the admin address it bound: with adminPort 0, the only way to learn the port without
+    // picking one first (and losing it to another process before Envoy binds it).
+    '--admin-address-path',
+    adminAddressFile,
     // 2 workers = the cores of this machine class. Tests use the same default on purpose: per-worker
     // connection pools and load-balancer state behave as in production (1 worker would hide that).
     '--concurrency',
@@ -162,9 +201,12 @@ export async function startEnvoy(o: StartEnvoyOptions): Promise<RunningEnvoy> {
   ];
 
   const proc = spawnManaged(bin, args, { name: 'envoy', cwd: workdir, onLine: o.onLine });
-  const adminUrl = `http://127.0.0.1:${o.adminPort}`;
   const cleanup = (): void => {
     if (ownWorkdir) fs.rmSync(workdir, { recursive: true, force: true });
+    else {
+      for (const f of [configFile, adminAddressFile]) fs.rmSync(f, { force: true });
+      if (edsDir) fs.rmSync(edsDir, { recursive: true, force: true });
+    }
   };
   const stop = async (): Promise<void> => {
     await proc.stop();
@@ -173,7 +215,6 @@ export async function startEnvoy(o: StartEnvoyOptions): Promise<RunningEnvoy> {
 
   const timeoutMs = o.startTimeoutMs ?? 30_000;
   const deadline = Date.now() + timeoutMs;
-  const wanted = [o.listenPort, o.egressPort, ...(o.continuationEgressPort !== undefined ? [o.continuationEgressPort] : [])];
   const fail = async (what: string): Promise<never> => {
     const exitedAlready = proc.hasExited();
     await stop();
@@ -184,7 +225,27 @@ export async function startEnvoy(o: StartEnvoyOptions): Promise<RunningEnvoy> {
     );
   };
 
-  // 1. LIVE + listeners bound.
+  // 1. The admin address Envoy bound (o.adminPort, or the ephemeral port it got), from --admin-address-path.
+  let adminUrl = '';
+  for (;;) {
+    if (proc.hasExited()) return fail('exited before it bound its admin port');
+    const addr = readAdminAddress(adminAddressFile);
+    if (addr) {
+      adminUrl = `http://${addr}`;
+      break;
+    }
+    if (Date.now() >= deadline) return fail(`no admin address in ${adminAddressFile} within ${timeoutMs} ms`);
+    await sleep(20);
+  }
+  const adminPort = Number(new URL(adminUrl).port);
+
+  // 2. LIVE + every socket listener bound; their ports read back (the ephemeral ones are only known so).
+  const wanted: Array<[string, number]> = [
+    ['front', o.listenPort],
+    ['egress', o.egressPort],
+    ...(o.continuationEgressPort !== undefined ? [['continuation_egress', o.continuationEgressPort] as [string, number]] : []),
+  ];
+  let bound = new Map<string, number>();
   let state = 'no answer from admin yet';
   for (;;) {
     if (proc.hasExited()) return fail(`exited during startup (last admin state: ${state})`);
@@ -192,49 +253,83 @@ export async function startEnvoy(o: StartEnvoyOptions): Promise<RunningEnvoy> {
       const ready = await httpGet(`${adminUrl}/ready`, 1000);
       state = `/ready ${ready.status} ${ready.body.trim()}`;
       if (ready.status === 200 && ready.body.trim() === 'LIVE') {
-        const bound = await boundListenerPorts(adminUrl);
-        const missing = wanted.filter((p) => !bound.has(p));
+        bound = await boundListeners(adminUrl);
+        const missing = wanted.filter(([name, port]) => !bound.has(name) || (port !== 0 && bound.get(name) !== port));
         if (missing.length === 0) break;
-        state = `LIVE but listeners on ports ${missing.join(', ')} not bound yet`;
+        state = `LIVE but listeners ${missing.map(([n, p]) => `${n} (port ${p || 'ephemeral'})`).join(', ')} not bound yet`;
       }
     } catch (e) {
       state = (e as Error).message;
     }
     if (Date.now() >= deadline) return fail(`not ready within ${timeoutMs} ms (last: ${state})`);
-    await sleep(100);
+    await sleep(50);
   }
+  const listenPort = bound.get('front') as number;
+  const egressPort = bound.get('egress') as number;
+  const continuationEgressPort = o.continuationEgressPort !== undefined ? bound.get('continuation_egress') : undefined;
 
-  // 2. The sidecar is seen as healthy (otherwise chat requests would bypass it).
-  if (o.waitForExtProcHealthy ?? true) {
+  let sidecarAt = o.extProcPort !== undefined ? `${o.extProcHost ?? '127.0.0.1'}:${o.extProcPort}` : 'none yet';
+  // budgetMs: from now; reportMs: the budget named in the error (the whole start's, when part of the start).
+  const waitHealthy = async (budgetMs: number, failStart: boolean, reportMs = budgetMs): Promise<void> => {
+    const until = Date.now() + budgetMs;
     let last = 'no answer yet';
     for (;;) {
-      if (proc.hasExited()) return fail(`exited while waiting for the ${EXT_PROC_CLUSTER} health check`);
+      if (proc.hasExited()) {
+        if (failStart) return void (await fail(`exited while waiting for the ${EXT_PROC_CLUSTER} health check`));
+        throw new Error(`Envoy exited while waiting for the ${EXT_PROC_CLUSTER} health check`);
+      }
       try {
         const flags = await extProcHealthFlags(adminUrl);
         last = flags.join(',') || 'no host listed';
-        if (flags.length > 0 && flags.every((f) => f === 'healthy')) break;
+        if (flags.length > 0 && flags.every((f) => f === 'healthy')) return;
       } catch (e) {
         last = (e as Error).message;
       }
-      if (Date.now() >= deadline) {
-        return fail(
-          `the ${EXT_PROC_CLUSTER} host (the sidecar at ${o.extProcHost}:${o.extProcPort}) was not healthy within ` +
-            `${timeoutMs} ms (last health_flags: ${last}); is the sidecar listening?`,
-        );
+      if (Date.now() >= until) {
+        const what =
+          `the ${EXT_PROC_CLUSTER} host (the sidecar at ${sidecarAt}) was not healthy within ` +
+          `${reportMs} ms (last health_flags: ${last}); is the sidecar listening?`;
+        if (failStart) return void (await fail(what));
+        throw new Error(what);
       }
       await sleep(100);
     }
-  }
+  };
+
+  // 3. The sidecar is seen as healthy (otherwise chat requests would bypass it), when its address is known.
+  if (o.extProcPort !== undefined && (o.waitForExtProcHealthy ?? true))
+    await waitHealthy(Math.max(0, deadline - Date.now()), true, timeoutMs);
 
   return {
     adminUrl,
-    listenPort: o.listenPort,
-    egressUrl: `http://127.0.0.1:${o.egressPort}`,
-    continuationEgressUrl: o.continuationEgressPort !== undefined ? `http://127.0.0.1:${o.continuationEgressPort}` : undefined,
+    adminPort,
+    listenPort,
+    egressPort,
+    continuationEgressPort,
+    egressUrl: `http://127.0.0.1:${egressPort}`,
+    continuationEgressUrl: continuationEgressPort !== undefined ? `http://127.0.0.1:${continuationEgressPort}` : undefined,
     configFile,
     pid: proc.pid,
     exited: proc.exited,
     stop,
     logs: proc.logs,
+    setExtProcEndpoint(host: string, port: number) {
+      sidecarAt = `${host}:${port}`;
+      writeEds({ host, port });
+    },
+    waitForExtProcHealthy: (budgetMs: number) => waitHealthy(budgetMs, false),
   };
+}
+
+let startCount = 0;
+
+/** `host:port` from Envoy's --admin-address-path file, once Envoy has written it. */
+function readAdminAddress(file: string): string | undefined {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+  return /^[\d.]+:\d+$/.test(text) && !text.endsWith(':0') ? text : undefined;
 }

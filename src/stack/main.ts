@@ -1,28 +1,33 @@
 // `npm run stack` / `npm run demo`: the whole gateway on one machine.
 //
 //   [fake engines replica-a, replica-b]  (only without DOWNSTREAM_URL)
-//   sidecar  node dist/src/main.js        PORT=<ext_proc port>, DOWNSTREAM_URL=<Envoy egress>
-//   Envoy    generated bootstrap           front listener on LISTEN_PORT
+//   Envoy    generated bootstrap           front listener on LISTEN_PORT; ext_proc endpoint from a file, below
+//   sidecar  node dist/src/main.js        PORT=0 (it names its port), DOWNSTREAM_URL=<Envoy egress>
 //
 // stdout carries exactly one line, `READY http://127.0.0.1:<LISTEN_PORT>`, once Envoy is ready and the sidecar
-// is seen healthy; everything else (ours and the children's output, prefixed) goes to stderr, including a
-// `ports:` line. Every port not set explicitly is ephemeral, so that stacks can run side by side and back to
-// back (the sidecar's own defaults, 50051 and 9090, are for deployments).
+// is seen healthy; everything else (ours and the children's output: `[name] line` on a terminal, one JSON object
+// per line otherwise, src/stack/log-lines.ts) goes to stderr, including a
+// `ports:` line. Every port not set explicitly is ephemeral and bound by the process that listens on it
+// (port 0; nothing is picked free first), so that stacks can run side by side and back to back (the
+// sidecar's own defaults, 50051 and 9090, are for deployments).
 //
 // Stopping: SIGTERM (or SIGHUP: the terminal closed) lets the sidecar drain first, Envoy and the engines still
 // serving, for DRAIN_TIMEOUT_SECONDS at most, then stops Envoy and the engines; SIGINT stops everything at
 // once; a second signal SIGKILLs everything. Exit 0, or 1 when a child died on its own (the rest is stopped).
 // When this process is killed outright, each child's watchdog ends it (src/stack/envoy-process.ts).
+
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
+import { selectFamily } from '../families/select';
 import { ensureEnvoy } from './envoy-binary';
 import { describeExit, type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from './envoy-process';
-import { freePort } from './ports';
-import { envNumber, parseTierUrls, StackError } from './stack-env';
+import { formatLine, stackLogFormat } from './log-lines';
+import { envNumber, envoyTracingFrom, parseTierUrls, StackError } from './stack-env';
 
+const LOG_FORMAT = stackLogFormat(process.env.STACK_LOG_FORMAT, process.stderr.isTTY === true);
 const say = (line: string): void => {
-  process.stderr.write(`[stack] ${line}\n`);
+  process.stderr.write(formatLine(LOG_FORMAT, 'stack', line));
 };
 
 interface Started {
@@ -48,6 +53,10 @@ async function main(): Promise<number> {
   const upstreamHeadersTimeoutSeconds = envNumber(env, 'UPSTREAM_HEADERS_TIMEOUT_SECONDS', 60, { min: 0.001 });
   const adminPortEnv = env.ENVOY_ADMIN_PORT ? envNumber(env, 'ENVOY_ADMIN_PORT', 0, { int: true, min: 1 }) : undefined;
   const envoyLogLevel = env.ENVOY_LOG_LEVEL?.trim() || 'warning';
+  // Envoy's memory cap for clients that do not read (src/stack/envoy-memory.ts; default 384 MiB).
+  const envoyMaxHeapMb = env.ENVOY_MAX_HEAP_MB?.trim() ? envNumber(env, 'ENVOY_MAX_HEAP_MB', 384, { int: true, min: 32 }) : undefined;
+  // Envoy's own OpenTelemetry tracer (src/stack/envoy-tracing.ts): off unless an OTLP/HTTP collector is named.
+  const envoyTracing = envoyTracingFrom(env.ENVOY_OTLP_ENDPOINT);
   // grpc.health.v1 by default: it also sees a draining (NOT_SERVING) or wedged sidecar, which a TCP check cannot.
   const healthCheck = (env.ENVOY_EXT_PROC_HEALTH_CHECK?.trim().toLowerCase() || 'grpc') as 'tcp' | 'grpc';
   if (healthCheck !== 'tcp' && healthCheck !== 'grpc') {
@@ -116,7 +125,7 @@ async function main(): Promise<number> {
   const prefixed =
     (name: string) =>
     (line: string): void => {
-      process.stderr.write(`[${name}] ${line}\n`);
+      process.stderr.write(formatLine(LOG_FORMAT, name, line));
     };
   const spawnNode = (
     name: string,
@@ -158,6 +167,11 @@ async function main(): Promise<number> {
         sidecarEnv.CONTINUATION_MODEL = 'generic-demo';
         say("demo: CONTINUATION_MODEL was unset, using CONTINUATION_MODEL=generic-demo (the fake engines' family)");
       }
+      // The fake engines speak the family CONTINUATION_MODEL names (`CONTINUATION_MODEL=Qwen/Qwen3-32B npm run
+      // demo`: Qwen3's <think> format), or the generic one when it names none.
+      const named = selectFamily(sidecarEnv.CONTINUATION_MODEL);
+      const family = named.known && named.family.name !== 'generic' ? named.family.name : 'generic';
+      if (family !== 'generic') say(`demo: the fake engines speak the ${family} family`);
       engines = await Promise.all(
         ['replica-a', 'replica-b'].map(async (name) => {
           // Port 0: the engine binds an ephemeral port itself and names it (no window for another process to
@@ -165,7 +179,8 @@ async function main(): Promise<number> {
           const c = spawnNode(
             name,
             fakeEngineMain,
-            ['--port', '0', '--name', name, '--dialect', dialect, '--family', 'generic', '--token-ms', '40'],
+            // --fault-scope request: the README's `x-fake-fault: crash@30` crashes every request that sends it.
+            ['--port', '0', '--name', name, '--dialect', dialect, '--family', family, '--token-ms', '40', '--fault-scope', 'request'],
             env,
             false,
           );
@@ -182,16 +197,44 @@ async function main(): Promise<number> {
       );
     }
 
-    // 2. Ports for Envoy, then the sidecar (it must know the egress URL before Envoy starts). Envoy's are
-    // picked free here (its bootstrap names them); the sidecar binds port 0 itself and reports what it got.
-    const listenPort = listenPortEnv ?? (await freePort());
-    const adminPort = adminPortEnv ?? (await freePort());
-    const egressPort = await freePort();
-    const continuationEgressPort = continuationTier ? await freePort() : undefined;
+    // 2. Envoy first, binding every port it was not given itself (port 0, read back from its admin
+    // interface): a port picked free here and bound a moment later can be taken in between (seen: Envoy's
+    // admin port, picked free, taken by this stack's own sidecar). The ext_proc cluster starts without an
+    // endpoint (Envoy bypasses the sidecar meanwhile) and gets the sidecar's once it has bound its own port.
+    const envoyStart = startEnvoy({
+      envoyBin,
+      listenPort: listenPortEnv ?? 0,
+      listenAddress,
+      adminPort: adminPortEnv ?? 0,
+      egressPort: 0,
+      continuationEgressPort: continuationTier ? 0 : undefined,
+      routerTier,
+      continuationTier,
+      stallTimeoutSeconds,
+      maxStallSeconds,
+      upstreamHeadersTimeoutSeconds,
+      extProcHealthCheck: healthCheck,
+      logLevel: envoyLogLevel,
+      ...(envoyMaxHeapMb !== undefined ? { maxHeapBytes: envoyMaxHeapMb * 1024 * 1024 } : {}),
+      ...(envoyTracing ? { tracing: envoyTracing } : {}),
+      startTimeoutMs,
+      onLine: prefixed('envoy'),
+    });
+    st.envoy = envoyStart;
+    const envoy = await guard(envoyStart);
+    watch('envoy', envoy.exited);
+
+    // 3. The sidecar, its legs through Envoy's egress listener(s); it binds port 0 itself and names its port.
     if (!env.PORT?.trim()) sidecarEnv.PORT = '0';
     if (!env.ADMIN_PORT?.trim()) sidecarEnv.ADMIN_PORT = '0';
-    sidecarEnv.DOWNSTREAM_URL = `http://127.0.0.1:${egressPort}`;
-    if (continuationEgressPort !== undefined) sidecarEnv.CONTINUATION_URL = `http://127.0.0.1:${continuationEgressPort}`;
+    sidecarEnv.DOWNSTREAM_URL = envoy.egressUrl;
+    // The demo counts exactly: its fake engines serve /tokenize, reached through the egress listener (so a
+    // recovery's counts never go to the replica that just failed). Against a router tier, TOKENIZE_URL is the user's.
+    if (engines.length > 0 && !env.TOKENIZE_URL?.trim()) {
+      sidecarEnv.TOKENIZE_URL = `${envoy.egressUrl}/tokenize`;
+      say(`demo: TOKENIZE_URL=${sidecarEnv.TOKENIZE_URL} (exact usage from the fake engines' /tokenize)`);
+    }
+    if (envoy.continuationEgressUrl !== undefined) sidecarEnv.CONTINUATION_URL = envoy.continuationEgressUrl;
     else delete sidecarEnv.CONTINUATION_URL;
     // Its drain deadline, then its own hard exit (+5 s, src/main.ts), then SIGKILL to its process group.
     const sidecar = spawnNode('sidecar', sidecarMain, [], sidecarEnv, true, drainTimeoutMs + 7000);
@@ -205,29 +248,10 @@ async function main(): Promise<number> {
     const extProcHost =
       sidecarHost && net.isIP(sidecarHost) && sidecarHost !== '0.0.0.0' && sidecarHost !== '::' ? sidecarHost : '127.0.0.1';
 
-    // 3. Envoy.
-    const envoyStart = startEnvoy({
-      envoyBin,
-      listenPort,
-      listenAddress,
-      adminPort,
-      egressPort,
-      continuationEgressPort,
-      extProcHost,
-      extProcPort,
-      routerTier,
-      continuationTier,
-      stallTimeoutSeconds,
-      maxStallSeconds,
-      upstreamHeadersTimeoutSeconds,
-      extProcHealthCheck: healthCheck,
-      logLevel: envoyLogLevel,
-      startTimeoutMs,
-      onLine: prefixed('envoy'),
-    });
-    st.envoy = envoyStart;
-    const envoy = await guard(envoyStart);
-    watch('envoy', envoy.exited);
+    // 4. Envoy is told where the sidecar is, and health-checks it (chat requests bypass it until then).
+    envoy.setExtProcEndpoint(extProcHost, extProcPort);
+    await guard(envoy.waitForExtProcHealthy(startTimeoutMs));
+    const { listenPort, adminPort, egressPort, continuationEgressPort } = envoy;
     say(
       `envoy admin ${envoy.adminUrl}, egress ${envoy.egressUrl}` +
         (envoy.continuationEgressUrl ? `, continuation egress ${envoy.continuationEgressUrl}` : '') +
@@ -253,7 +277,7 @@ if (require.main === module) {
   main().then(
     (code) => process.exit(code),
     (e: unknown) => {
-      process.stderr.write(`[stack] ${e instanceof StackError ? e.message : e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+      say(e instanceof StackError ? e.message : e instanceof Error ? (e.stack ?? e.message) : String(e));
       process.exit(1);
     },
   );

@@ -1,5 +1,6 @@
 // The settings `npm run stack` reads from its environment (its own; the sidecar's are src/config/env.ts).
 import type { UpstreamHost } from './envoy-config';
+import type { EnvoyTracingOptions } from './envoy-tracing';
 
 /** A bad stack setting: printed as one line, exit 2. */
 export class StackError extends Error {}
@@ -43,4 +44,18 @@ export function parseTierUrls(name: string, value: string): UpstreamHost[] {
   }
   if (hosts.length === 0) throw new StackError(`${name} is empty`);
   return hosts;
+}
+
+/** ENVOY_OTLP_ENDPOINT=http://host:port: the collector Envoy's tracer reports to (undefined: no tracer). */
+export function envoyTracingFrom(value: string | undefined): EnvoyTracingOptions | undefined {
+  if (!value?.trim()) return undefined;
+  let u: URL;
+  try {
+    u = new URL(value.trim());
+  } catch {
+    throw new StackError(`ENVOY_OTLP_ENDPOINT must be an http://host:port URL, got ${JSON.stringify(value)}`);
+  }
+  if (u.protocol !== 'http:' || (u.pathname !== '/' && u.pathname !== ''))
+    throw new StackError(`ENVOY_OTLP_ENDPOINT must be an http://host:port URL (OTLP/HTTP, no path), got ${JSON.stringify(value)}`);
+  return { collectorHost: u.hostname, collectorPort: Number(u.port || 80) };
 }

@@ -1,11 +1,13 @@
 // Asking for a re-prefill slot on behalf of one request (src/recovery/admission.ts decides): the retry-cost
 // limit first, then the authority's answer, waiting for it if needed. While a committed stream waits, it gets
 // SSE comments (clients ignore them) so that nothing between the client and us takes the silence for a dead
-// connection. Logs and counts every refusal with the phase only the request knows.
+// connection. Logs and counts every refusal with the phase only the request knows. A cancelled request (client
+// gone, shutdown) is refused at once, and its cancellation ends the wait.
 
 import type { Logger } from '../obs/logger';
 import type { RefusalReason, ReprefillSlot } from '../recovery/admission';
 import { reprefillTooCostly } from '../recovery/planner';
+import type { RequestCancellation } from './cancellation';
 import type { GatewayContext } from './context';
 import type { Delivery } from './delivery';
 
@@ -17,8 +19,7 @@ export interface AdmissionRequester {
   readonly ctx: GatewayContext;
   readonly log: Logger;
   readonly delivery: Delivery;
-  readonly gone: boolean;
-  readonly shuttingDown: boolean;
+  readonly cancellation: Pick<RequestCancellation, 'cancelled' | 'signal'>;
 }
 
 export type AdmitResult = { slot: ReprefillSlot } | { reason: RefusalReason | 'too-costly'; retryAfterMs?: number };
@@ -29,6 +30,7 @@ export async function admitRecovery(
   deliveredTokens: number,
   onWait: (cancel: () => void) => void,
 ): Promise<AdmitResult> {
+  if (r.cancellation.cancelled) return { reason: 'cancelled' };
   const phase = r.delivery.committed ? 'decode' : 'prefill';
   const refused = (reason: RefusalReason | 'too-costly', extra: Record<string, unknown>) => {
     r.ctx.metrics.recoveryRefused(reason, phase);
@@ -39,7 +41,7 @@ export async function admitRecovery(
     refused('too-costly', { reprefill_tokens: promptTokens + deliveredTokens, max_recovery_prompt_tokens: max });
     return { reason: 'too-costly' };
   }
-  const ticket = r.ctx.admission.request();
+  const ticket = r.ctx.admission.request(r.cancellation.signal);
   onWait(ticket.cancel);
   const keepalive = r.delivery.committed ? setInterval(() => void r.delivery.write(RECOVERY_WAIT_COMMENT), KEEPALIVE_MS) : undefined;
   const a = await ticket.result;
@@ -48,7 +50,8 @@ export async function admitRecovery(
     if (a.reason !== 'cancelled') refused(a.reason, { waited_ms: a.waitedMs });
     return { reason: a.reason, retryAfterMs: a.retryAfterMs };
   }
-  if (r.gone || r.shuttingDown) {
+  if (r.cancellation.cancelled) {
+    // Granted in the same turn as the cancellation: handed straight back.
     a.slot.settle('neutral');
     return { reason: 'cancelled' };
   }

@@ -3,6 +3,7 @@
 import type { GatewayConfig } from '../config/env';
 import type { Logger } from '../obs/logger';
 import type { Metrics } from '../obs/metrics';
+import type { Tracing } from '../obs/tracing';
 import type { ChatRequest } from '../openai/chat';
 import type { RecoveryAdmission } from '../recovery/admission';
 import type { UpstreamClient } from '../upstream/client';
@@ -22,6 +23,16 @@ export interface GatewayContext {
   readonly inFlight: Set<{ shutdown(): void }>;
   /** ENVOY_ADMIN_URL's version check (src/extproc/envoy-version.ts): a reason = pass in-scope requests through. */
   readonly envoyVersion?: { passthroughReason(): string | undefined };
+  /** CONTINUATION_MODEL=auto: the name detected from the engine (src/families/detect.ts); undefined until then. */
+  readonly detectedModel?: { model(): string | undefined };
+  /** OpenTelemetry traces (src/obs/tracing.ts); unset = off. */
+  readonly tracing?: Tracing;
+}
+
+/** The CONTINUATION_MODEL in effect: the configured one, or with `auto` the detected one (undefined until known). */
+export function continuationModelOf(ctx: Pick<GatewayContext, 'config' | 'detectedModel'>): string | undefined {
+  const m = ctx.config.continuationModel;
+  return m?.trim().toLowerCase() === 'auto' ? ctx.detectedModel?.model() : m;
 }
 
 /** An in-scope request, as the scope decision accepted it (request-exchange.ts). */

@@ -1,64 +1,121 @@
-// The continuation: ONE leg 2, a new generation conditioned on the text the client already has (not a
-// migration of the failed replica's state). Counted (exact via the engine's /tokenize, else estimated), planned
-// (src/recovery/continuation-request.ts), admitted (a re-prefill slot), sent to a replica other than the
-// failed one, and relayed with leg 1's id and corrected usage; any failure of it ends the stream with the
-// interruption event (there is never a third leg).
-import { planContinuationRequest } from '../recovery/continuation-request';
+// The continuation: a continuation leg is a new generation conditioned on the text the client already has (not
+// a migration of the failed replica's state). Counted (exact via the engine's /tokenize, else estimated),
+// planned (src/recovery/continuation-request.ts), admitted (a re-prefill slot), sent to a replica other than the
+// failed one, and relayed with leg 1's id and corrected usage. A continuation leg that fails after answering
+// (reset, stall, EOF) is followed by another one, from everything delivered so far, up to MAX_CONTINUATIONS
+// (default 1: the reference's two legs at most); any other failure, or the last, ends the stream with the
+// interruption event.
+import { selectFamily } from '../families/select';
+import type { JsonObject } from '../openai/chat';
+import { designLeg2, planContinuationRequest } from '../recovery/continuation-request';
 import { revisionFromHeaders, revisionsDiffer } from '../recovery/model-revision';
 import { decidePostCommit } from '../recovery/planner';
-import { familyFor } from '../recovery/prefix-builders';
+import type { InterruptReason } from '../recovery/reasons';
+import { usageCount } from '../recovery/usage';
 import { AVOID_HOST_HEADER } from '../request/forward-headers';
 import { LegOpenError } from '../upstream/client';
 import { LegReader } from '../upstream/leg-reader';
-import { countRecoveredTokens } from '../upstream/tokenizer';
-import { interruptStream } from './give-up';
+import { type CountedRecoveredTokens, countRecoveredTokens } from '../upstream/tokenizer';
+import { continuationModelOf } from './context';
+import { endCancelled, interruptStream } from './give-up';
 import { relayLeg2 } from './leg2-relay';
-import type { OriginatedResponse } from './originated-response';
+import type { ContinuationPort } from './request-port';
 
 /** `heldToolCall`: an incomplete tool call held back at the failure, dropped if a continuation starts. */
-export async function continueFromPrefix(r: OriginatedResponse, heldToolCall: Buffer | undefined): Promise<void> {
+export async function continueFromPrefix(r: ContinuationPort, heldToolCall: Buffer | undefined): Promise<void> {
+  for (let n = 1; await continueOnce(r, n === 1 ? heldToolCall : undefined, n); n++) {
+    // the next continuation leg, from what the client has now
+  }
+}
+
+/**
+ * The engine's own running count, when it streamed one with the last delivered chunk (vLLM's
+ * continuous_usage_stats; after a continuation leg, that leg's corrected usage): the prompt and everything
+ * generated so far, exact, and what the client last saw, so the corrected usage never goes below it.
+ */
+function fromEngineUsage(u: JsonObject | null): CountedRecoveredTokens | undefined {
+  // A negative count is no count: the estimate (or /tokenize) is used instead, as without running usage.
+  if (!u || usageCount(u.prompt_tokens) === undefined || usageCount(u.completion_tokens) === undefined) return undefined;
+  const r = usageCount(u.completion_tokens_details?.reasoning_tokens ?? u.reasoning_tokens);
+  const reasoningTokens = r !== undefined ? Math.min(r, u.completion_tokens) : 0;
+  return {
+    promptTokens: u.prompt_tokens,
+    reasoningTokens,
+    contentTokens: u.completion_tokens - reasoningTokens,
+    totalRecovered: u.completion_tokens,
+    method: 'engine-usage',
+    accounting: { method: 'engine-usage', dialect: null, prompt: 'engine-usage' },
+  };
+}
+
+/** The client left or the drain deadline came (cancellation.ts): ended for that; no further leg. */
+async function cancelled(r: ContinuationPort): Promise<false> {
+  await endCancelled(r);
+  return false;
+}
+
+/** Ends the stream with the interruption event; no further leg. */
+async function endWith(r: ContinuationPort, reason: InterruptReason, heldToolCall?: Buffer): Promise<false> {
+  await interruptStream(r, reason, heldToolCall);
+  return false;
+}
+
+/** Continuation leg `n` (leg n + 1 of the request). True: it failed after answering and leg n + 1 may follow. */
+async function continueOnce(r: ContinuationPort, heldToolCall: Buffer | undefined, n: number): Promise<boolean> {
   const cfg = r.ctx.config;
   const rates = { cjk: cfg.cjkCharsPerToken, other: cfg.otherCharsPerToken };
-  const onFallback = (why: string) =>
-    r.log.warn({ decision: 'TOKENIZE_FALLBACK', reason: why }, 'tokenize failed, using the character estimate');
-  // The prefix leg 2 will be given, counted too: leg 2's prompt_tokens minus it is the original prompt.
-  const prefix = familyFor(cfg.continuationModel ?? '').build(r.tracker.reasoning, r.tracker.content);
-  const counted = await countRecoveredTokens(r.req.payload, r.tracker.reasoning, r.tracker.content, {
+  const onFallback = (detail: string, code: string) =>
+    r.log.warn({ decision: 'TOKENIZE_FALLBACK', reason: code, detail }, 'tokenize failed, using the character estimate');
+  const continuationModel = continuationModelOf(r.ctx) ?? '';
+  const target = { continuationModel, engine: cfg.engine };
+  // The raw text leg 2's prompt continues from, counted too: leg 2's prompt_tokens minus it is the original
+  // prompt. A cut the family cannot continue exactly has no prefix; planContinuationRequest says why below.
+  const designed = designLeg2(r.req.payload, r.tracker, target);
+  const prefix = 'design' in designed && 'raw' in designed.design ? (designed.design.raw ?? '') : '';
+  const known = selectFamily(continuationModel).known && designed.design.family?.name !== 'generic';
+  let counted: CountedRecoveredTokens = await countRecoveredTokens(r.req.payload, r.tracker.reasoning, r.tracker.content, {
     url: cfg.tokenizeUrl,
     dialect: cfg.tokenizeDialect,
     rates,
     prefix,
+    prefixIsGenerated: known,
     onFallback,
     deadlineMs: cfg.tokenizeTimeoutMs,
     // Through Envoy's egress, counted where leg 2 may land: not on the replica that just failed.
     headers: r.lastHost ? { [AVOID_HOST_HEADER]: r.lastHost } : undefined,
+    signal: cfg.tokenizeUrl ? r.cancellation.signal : undefined,
   });
-  if (r.gone) return;
-  r.countMethod = counted.method;
-  const plan = planContinuationRequest(r.req.payload, r.tracker, {
-    continuationModel: cfg.continuationModel ?? '',
-    engine: cfg.engine,
-    rates,
-    recovered: counted,
-  });
+  if (r.cancellation.cancelled) return await cancelled(r);
+  counted = fromEngineUsage(r.tracker.usageCurrent ? r.tracker.lastUsage : null) ?? counted;
+  const plan = planContinuationRequest(r.req.payload, r.tracker, { ...target, rates, recovered: counted });
   if (plan.kind === 'skip') {
-    r.log.info({ decision: 'SKIPPED', reason: plan.reason }, 'no continuation leg');
-    return await interruptStream(r, plan.reason, heldToolCall);
+    const why = plan.design
+      ? {
+          family: plan.design.family?.name,
+          engine: cfg.engine,
+          phase: plan.design.phase,
+          thinking: plan.design.thinking,
+          detail: plan.detail,
+        }
+      : {};
+    r.log.info({ decision: 'SKIPPED', reason: plan.reason, ...why }, 'no continuation leg');
+    return await endWith(r, plan.reason, heldToolCall);
   }
   const refused = await r.admit(counted.promptTokens, counted.totalRecovered);
-  if (r.gone) return;
-  if (refused) return await interruptStream(r, r.shuttingDown ? 'gateway-shutdown' : `recovery-${refused.reason}`, heldToolCall);
+  if (r.cancellation.cancelled) return await cancelled(r);
+  if (refused) return await endWith(r, `recovery-${refused.reason}`, heldToolCall);
   if (heldToolCall)
     r.log.info(
       { decision: 'HELD_TOOL_CALL_DISCARDED', bytes: heldToolCall.length },
       'tool call held at the failure: the continuation starts before it',
     );
-  r.recovered = plan.recovered;
-  const family = familyFor(cfg.continuationModel ?? '').name;
+  r.noteContinuation(plan.recovered, counted.method);
   r.logTransition('ATTEMPT', {
-    leg: 2,
+    leg: n + 1,
     case: plan.case,
-    family,
+    family: plan.design.family.name,
+    phase: plan.design.phase,
+    leg2_split: plan.design.shape.split,
     recovered_reasoning_tokens: plan.recovered.reasoningTokens,
     recovered_content_tokens: plan.recovered.contentTokens,
     budget_fields: plan.budgetFields,
@@ -67,31 +124,36 @@ export async function continueFromPrefix(r: OriginatedResponse, heldToolCall: Bu
   });
   const res = await r.openLeg(
     cfg.continuationUrl,
-    r.requestId ? `${r.requestId}-c1` : undefined,
+    r.requestId ? `${r.requestId}-c${n}` : undefined,
     Buffer.from(JSON.stringify(plan.body)),
     true,
   );
-  if (r.gone) return;
+  if (r.cancellation.cancelled) {
+    r.settleSlot({ kind: 'cancelled' });
+    if (!(res instanceof LegOpenError)) res.body.destroy();
+    return await cancelled(r);
+  }
   if (res instanceof LegOpenError) {
-    r.settleSlot(res.kind === 'aborted' ? 'neutral' : 'failed');
-    return await interruptStream(r, r.shuttingDown ? 'gateway-shutdown' : `leg2-failed-to-start:${res.kind}`);
+    r.settleSlot({ kind: 'open-failed', open: res.kind });
+    return await endWith(r, `leg2-failed-to-start:${res.kind}`);
   }
   if (res.status !== 200) {
-    r.settleSlot('failed');
+    // A 4xx is the engine's answer to this request, not a sign of the pool (neutral for the brake).
+    r.settleSlot({ kind: 'status', status: res.status, source: r.source });
     res.body.destroy();
-    return await interruptStream(r, `leg2-status-${res.status}`);
+    return await endWith(r, `leg2-status-${res.status}`);
   }
   // Never stitch two models: a continuation from another revision than leg 1's ends the stream explicitly.
   const expected = r.modelRevision;
   const leg2Revision = revisionFromHeaders(res.headers, cfg.modelRevisionHeader);
   if (revisionsDiffer(expected, leg2Revision)) {
-    r.settleSlot('neutral');
+    r.settleSlot({ kind: 'refused-output' });
     res.body.destroy();
     r.log.warn(
       { decision: 'REVISION_MISMATCH', model_revision: expected, leg2_model_revision: leg2Revision },
       'continuation from another model revision: not stitched',
     );
-    return await interruptStream(r, 'model-revision-mismatch');
+    return await endWith(r, 'model-revision-mismatch');
   }
   const out = await relayLeg2(
     {
@@ -102,31 +164,59 @@ export async function continueFromPrefix(r: OriginatedResponse, heldToolCall: Bu
       recovered: plan.recovered,
       multimodal: r.req.multimodal,
       clientWantsUsage: r.req.payload.stream_options?.include_usage === true,
-      accounting: { legs: 2, ...counted.accounting },
+      accounting: { legs: n + 1, ...counted.accounting },
       isGone: () => r.gone,
       onFirstBytes: () => r.ctx.metrics.observeRecoveryLatency((Date.now() - r.failedAt) / 1000),
-      onFirstToken: () => r.settleSlot('ok'),
+      onFirstToken: () => {
+        r.settleSlot({ kind: 'first-token' });
+        r.trace.legFirstToken();
+      },
       expectedRevision: leg2Revision === undefined ? expected : undefined,
       toolCallKey: r.toolCallKey,
+      delivered: { reasoning: r.tracker.reasoning, content: r.tracker.content },
+      phase: plan.design.phase,
+      split: plan.design.shape.split,
     },
     new LegReader(res.body),
   );
-  r.settleSlot(out.type === 'failed' && !r.shuttingDown && out.failure !== 'model-revision-mismatch' ? 'failed' : 'neutral');
-  if (out.type === 'gone') return;
+  r.trace.legEnded(out.type, out.type === 'failed' ? out.failure : undefined);
+  // A leg that answered, but with text we will not append, says nothing about the pool's health.
+  const healthy = out.type === 'failed' && ['model-revision-mismatch', 'restarted', 'unexpected-output'].includes(out.failure);
+  r.settleSlot(
+    out.type !== 'failed' || r.cancellation.cancelled
+      ? { kind: 'cancelled' }
+      : healthy
+        ? { kind: 'refused-output' }
+        : { kind: 'failed', failure: out.failure, source: r.source, leg: 'continuation' },
+  );
   if (out.type === 'finished') {
-    r.move('done');
+    // Leg 2's relay delivered the end; a client that left during that last write stays `gone`.
+    r.finish({ kind: 'complete', after: 'continuation' });
     r.ctx.metrics.recovery('continuation', 'succeeded');
-    r.logTransition('SUCCEEDED', { leg: 2 });
-    return r.setOutcome('completed-after-continuation');
+    r.logTransition('SUCCEEDED', { leg: n + 1 });
+    return false;
   }
+  // Cut by the cancellation (the leg was aborted), not failed on its own.
+  if (out.type === 'gone' || r.cancellation.cancelled) return await cancelled(r);
   r.ctx.metrics.recovery('continuation', 'failed');
+  // It answered, then failed as a replica fails (not with text we refused): another leg continues from what the
+  // client has now, which includes this leg's text.
+  const failure = out.type === 'failed' ? out.failure : 'reset';
+  const again = n < cfg.maxContinuations && !healthy && !r.tracker.toolCallsSeen && r.tracker.recoverable;
+  if (again && !r.tracker.prefixCapped) {
+    r.log.warn({ decision: 'TRIGGERED', failure, leg: n + 1, next_leg: n + 2 }, 'continuation leg failed: continuing again');
+    r.noteFailure();
+    return true;
+  }
   const d = decidePostCommit({
-    failure: out.type === 'failed' ? out.failure : 'reset',
+    failure,
     leg: 2,
     toolCallDelivered: false,
     recoverableText: true,
     continuationConfigured: true,
     continuationEnabled: true,
+    prefixTooLarge: again && r.tracker.prefixCapped,
   });
-  await interruptStream(r, r.shuttingDown ? 'gateway-shutdown' : d.action === 'interrupt' ? d.reason : 'leg2-failed');
+  await interruptStream(r, d.action === 'interrupt' ? d.reason : 'leg2-failed');
+  return false;
 }

@@ -59,22 +59,35 @@ export interface LegHooks {
   onFirstBytes?(): void;
   /** A malformed event was skipped (counted for the request's record). */
   onMalformed?(): void;
+  /** The dry run's stall (decideOnSilence `skip`): reported once per silence, and the leg read on. */
+  onSkipped?(failure: FailureKind, silentMs: number): void;
 }
 
 export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcome> {
   const legStart = Date.now();
+  /** The last complete event (silence is counted from events, not bytes: a partial event is still silence). */
   let lastByte = legStart;
+  /** Where the current wait began: the last event, or the end of the previous silent period. */
+  let waitFrom = legStart;
   let stalledMs = 0;
   let first = true;
+  // One WAITING at warn per silence (the later periods of the same silence at debug), one dry-run report.
+  let waitingLogged = false;
+  let skipReported = false;
   try {
     for (;;) {
       const period = h.idlePeriodMs();
-      const r = await reader.next(period);
+      // One deadline per period, counted from waitFrom: a period never restarts because the caller was busy.
+      const deadline = waitFrom + period;
+      const r = await reader.next(period > 0 ? Math.max(1, deadline - Date.now()) : 0);
       if (h.isGone()) return { type: 'gone' };
       if (r.type === 'idle') {
-        const now = Date.now();
-        // Only the silent part of this period counts (it may have started before the last byte).
-        stalledMs += now - Math.max(lastByte, now - period);
+        // A timer may fire a millisecond before Date.now() reaches its deadline: what was waited for is the
+        // deadline, so a silence of exactly the stall timer is never read as one millisecond short of it.
+        const now = Math.max(Date.now(), deadline);
+        // Only the silent part of this period counts (it may have started before the last event).
+        stalledMs += now - Math.max(lastByte, waitFrom);
+        waitFrom = now;
         if (h.finished()) return await h.endAfterFinish('stall-after-finish');
         const d = h.onSilence({
           anyBytes: reader.anyBytes,
@@ -82,11 +95,15 @@ export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcom
           totalStalledMs: stalledMs,
           sinceLegStartMs: now - legStart,
         });
-        if (d.action === 'fail') return h.failed(d.failure);
-        h.log.warn(
-          { decision: 'WAITING', leg: h.leg, silent_ms: now - lastByte, stalled_ms: stalledMs },
-          `leg${h.leg} silent, not actionable: waiting`,
-        );
+        if (d.action === 'fail') return h.failed(d.failure, reader.partialBytes ? `partial-event(${reader.partialBytes}B)` : undefined);
+        if (d.action === 'skip' && !skipReported) {
+          skipReported = true;
+          h.onSkipped?.(d.failure, now - lastByte);
+        }
+        const waiting = { decision: 'WAITING', leg: h.leg, silent_ms: now - lastByte, stalled_ms: stalledMs };
+        if (waitingLogged) h.log.debug(waiting, `leg${h.leg} still silent: waiting`);
+        else h.log.warn(waiting, `leg${h.leg} silent, not actionable: waiting`);
+        waitingLogged = true;
         continue;
       }
       if (r.type === 'end' || r.type === 'reset') {
@@ -100,6 +117,9 @@ export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcom
         h.onFirstBytes?.();
       }
       lastByte = Date.now();
+      waitFrom = lastByte;
+      waitingLogged = false;
+      skipReported = false;
       const out: Buffer[] = [];
       for (const ev of r.events) {
         const o = StreamTracker.read(ev);
@@ -115,6 +135,12 @@ export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcom
           // What came before the failing event in this read still belongs to the client.
           if (out.length) await h.write(out);
           return h.failed(failure, undefined, ev.raw);
+        }
+        // `[DONE]` before any finish_reason is an unfinished answer, a failure like a clean EOF: forwarded, an SDK
+        // would stop reading there and take the truncated answer for a complete one.
+        if (o.kind === 'done' && !h.finished()) {
+          if (out.length) await h.write(out);
+          return h.failed('eof', 'done-without-finish');
         }
         const refused = await h.onEvent(o, ev.raw, out);
         if (refused) {

@@ -4,7 +4,7 @@
 
 import type { Logger } from '../obs/logger';
 import { withIdempotentToolCallIds } from '../openai/tool-call-ids';
-import { decideOnSilence } from '../recovery/planner';
+import { decideOnSilence, type FailureKind } from '../recovery/planner';
 import type { ObservedEvent, StreamTracker } from '../sse/tracker';
 import type { LegReader } from '../upstream/leg-reader';
 import type { GatewayContext } from './context';
@@ -27,8 +27,10 @@ export interface Leg1Host {
   readonly structured: boolean;
   /** Derive tool_call ids from this key (src/openai/tool-call-ids.ts); the chunks that carry ids are re-encoded. */
   readonly toolCallKey: string | undefined;
-  /** When this attempt's first delta is due (FIRST_DELTA_TIMEOUT_SECONDS), or null (wait). */
+  /** When this attempt's first delta is due (FIRST_DELTA_TIMEOUT_SECONDS), or null (no per-attempt limit). */
   readonly firstDeltaDeadline: number | null;
+  /** When the request's first delta is due, whatever the attempt (FIRST_DELTA_DEADLINE_SECONDS). */
+  readonly requestDeadline: number;
   isGone(): boolean;
   /** The commit point: the first delta is about to be delivered. */
   commit(): Promise<void>;
@@ -39,6 +41,8 @@ export interface Leg1Host {
   onFirstToken(): void;
   /** The answer is complete; close the stream cleanly. */
   endAfterFinish(how: string): Promise<LegOutcome>;
+  /** CONTINUATION_ENABLED=false: a stall a continuation would have followed; leg 1 is relayed on. */
+  onDryRunTrigger(failure: FailureKind, silentMs: number): void;
 }
 
 export function relayLeg1(h: Leg1Host, reader: LegReader): Promise<LegOutcome> {
@@ -48,6 +52,10 @@ export function relayLeg1(h: Leg1Host, reader: LegReader): Promise<LegOutcome> {
   // continuation can follow (reference: it needs CONTINUATION_ENABLED=true).
   const bufferToolCalls = cfg.bufferToolCalls && cfg.continuationEnabled;
   let toolHold: { raw: Buffer[]; obs: ObservedEvent[]; bytes: number } | null = null;
+  // The deadlines before the first delta end at the attempt's first token (for held structured output long
+  // before the commit point): what follows is a generation in progress, not a wait for one.
+  let tokenSeen = false;
+  const firstDue = () => (h.firstDeltaDeadline === null ? h.requestDeadline : Math.min(h.firstDeltaDeadline, h.requestDeadline));
 
   /** Before the commit point events are held by Delivery; the commit happens at the first delta (or, for held structured output, at the finish). */
   const deliver = async (raw: Buffer, obs: ObservedEvent[], out: Buffer[]): Promise<void> => {
@@ -67,7 +75,10 @@ export function relayLeg1(h: Leg1Host, reader: LegReader): Promise<LegOutcome> {
         'held output too large: delivered unbuffered',
       );
     }
-    if (delta || complete) h.onFirstToken();
+    if (delta || complete) {
+      tokenSeen = true;
+      h.onFirstToken();
+    }
     if (h.structured ? complete || overflow : delta || complete) await h.commit();
   };
 
@@ -77,9 +88,9 @@ export function relayLeg1(h: Leg1Host, reader: LegReader): Promise<LegOutcome> {
     leg: 1,
     isGone: () => h.isGone(),
     idlePeriodMs: () => {
-      // Before the commit point the next silence check is due no later than the first-delta deadline.
-      if (h.delivery.committed || h.firstDeltaDeadline === null) return cfg.stallIdleTimeoutMs;
-      return Math.max(1, Math.min(cfg.stallIdleTimeoutMs, h.firstDeltaDeadline - Date.now()));
+      // Before the first token the next silence check is due no later than the first-delta deadlines.
+      if (h.delivery.committed || tokenSeen) return cfg.stallIdleTimeoutMs;
+      return Math.max(1, Math.min(cfg.stallIdleTimeoutMs, firstDue() - Date.now()));
     },
     onSilence: (s) =>
       decideOnSilence({
@@ -89,8 +100,12 @@ export function relayLeg1(h: Leg1Host, reader: LegReader): Promise<LegOutcome> {
         recoverable: h.tracker.recoverable,
         stallIdleTimeoutMs: cfg.stallIdleTimeoutMs,
         maxStallMs: cfg.maxStallMs,
-        firstDeltaTimeoutMs: cfg.firstDeltaTimeoutMs,
+        firstDeltaTimeoutMs: tokenSeen ? 0 : cfg.firstDeltaTimeoutMs,
+        untilDeadlineMs: tokenSeen ? null : h.requestDeadline - Date.now(),
+        // The dry run never changes a stream: a stall is reported, and leg 1 relayed for as long as it lives.
+        dryRun: !cfg.continuationEnabled,
       }),
+    onSkipped: (failure, silentMs) => h.onDryRunTrigger(failure, silentMs),
     finished: () => h.tracker.finished,
     endAfterFinish: (how) => h.endAfterFinish(how),
     failed: (failure, detail, failingEvent): LegFailure => ({

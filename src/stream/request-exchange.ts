@@ -1,9 +1,11 @@
 // One client request, from the ext_proc stream's first message to its end. It collects the request body,
 // decides the scope, and then either hands the request back to Envoy (CONTINUE + echoed body: native
 // proxying, the gateway is absent) or originates the response itself (OriginatedResponse).
+
 import type { ProcessorStream, ProcessorStreamHandler } from '../extproc/processor-stream';
-import { decideScope } from '../request/scope';
-import type { GatewayContext } from './context';
+import { MODEL_UNDETECTED } from '../families/detect';
+import { decideScope, scopeByMethod } from '../request/scope';
+import { continuationModelOf, type GatewayContext } from './context';
 import { OriginatedResponse } from './originated-response';
 
 type Phase = 'headers' | 'body' | 'passthrough' | 'originating' | 'finished';
@@ -23,6 +25,8 @@ export class RequestExchange implements ProcessorStreamHandler {
 
   onRequestHeaders(headers: Record<string, string>, endOfStream: boolean): void {
     this.headers = headers;
+    const byMethod = scopeByMethod(headers[':method']);
+    if (byMethod) return this.passthrough(byMethod.reason, byMethod.detail);
     if (endOfStream) {
       // No body: nothing we could continue. Envoy proxies it.
       this.passthrough('no-body');
@@ -72,11 +76,15 @@ export class RequestExchange implements ProcessorStreamHandler {
     if (this.ctx.drain.draining) return this.passthrough('draining');
     const raw = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks);
     const cfg = this.ctx.config;
+    const model = continuationModelOf(this.ctx);
+    if (model === undefined && cfg.continuationModel !== undefined && cfg.continuationModel.trim() !== '')
+      return this.passthrough(MODEL_UNDETECTED);
     const scope = decideScope(raw, {
-      continuationModel: cfg.continuationModel,
+      continuationModel: model,
       engine: cfg.engine,
       maxContinuationBodyBytes: cfg.maxContinuationBodyBytes,
       bufferStructuredOutput: cfg.bufferStructuredOutput,
+      maxJsonDepth: cfg.maxBodyJsonDepth,
     });
     if (!scope.inScope) {
       this.passthrough(scope.reason, scope.detail);

@@ -3,25 +3,23 @@
 //
 //   prefill ──commit──► decode ──► continuing ──► done | interrupted
 //      │                  │            │
-//      └──► answered      └────────────┴──► gone (client left) · shutting-down (drain deadline) ──► ...
+//      └──► answered      └────────────┴──► gone (client left)
 //
 // prefill: nothing delivered, headers included; a failed attempt is re-run whole.
 // decode: the first delta was delivered (committed); leg 1 streams.
 // continuing: leg 1 failed after the commit point; a continuation is being admitted, sent or relayed.
-// shutting-down: the drain deadline aborted the current leg; the stream then ends explicitly.
 // done / interrupted / answered / gone: ended with a complete answer / the interruption event / an HTTP
 // answer without a stream (an error, or the engine's own non-streaming answer) / because the client left.
+// A shutdown (the drain deadline) is not a state: it is the request's cancellation cause (cancellation.ts),
+// and the request then ends from the state it is in.
 import { GatewayError } from '../errors';
 
-export type RequestState = 'prefill' | 'decode' | 'continuing' | 'shutting-down' | 'done' | 'interrupted' | 'answered' | 'gone';
+export type RequestState = 'prefill' | 'decode' | 'continuing' | 'done' | 'interrupted' | 'answered' | 'gone';
 
 const NEXT: Readonly<Record<RequestState, readonly RequestState[]>> = {
-  prefill: ['decode', 'answered', 'gone', 'shutting-down'],
-  decode: ['continuing', 'done', 'interrupted', 'gone', 'shutting-down'],
-  continuing: ['done', 'interrupted', 'gone', 'shutting-down'],
-  // The commit point may still pass while shutting down (events already read); the state stays shutting-down
-  // (the Delivery knows it committed) so the failure path ends the stream for the shutdown.
-  'shutting-down': ['done', 'interrupted', 'answered', 'gone'],
+  prefill: ['decode', 'answered', 'gone'],
+  decode: ['continuing', 'done', 'interrupted', 'gone'],
+  continuing: ['done', 'interrupted', 'gone'],
   done: [],
   interrupted: [],
   answered: [],

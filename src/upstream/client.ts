@@ -1,8 +1,14 @@
 // Opens upstream legs with undici. Every leg goes to a configured address (Envoy's egress listener in the
 // stack), never to one taken from the request. Timeouts: connect and response-headers are enforced here;
 // the body has none on purpose (stall detection belongs to the leg reader, which knows the phase).
-import { Agent, errors } from 'undici';
+//
+// One re-run, here and nowhere else: a leg whose pooled connection to the engine was closed under it (Envoy's
+// own 503 with flag UC, `upstream_reset_before_response_started{connection_termination}`) is sent once more
+// at once. No byte of an answer exists yet, so nothing reached the client; see UpstreamClient.open.
+import { Agent, Client, errors } from 'undici';
 import { GatewayError } from '../errors';
+import type { LegOpenFailure } from '../recovery/reasons';
+import { UPSTREAM_FLAGS_HEADER } from '../request/forward-headers';
 import { LegAbortedError, type LegBody, LegDispatchHandler, type LegHeaders } from './leg-body';
 
 export interface LegResponse {
@@ -11,7 +17,8 @@ export interface LegResponse {
   body: LegBody;
 }
 
-export type LegOpenErrorKind = 'connect' | 'headers-timeout' | 'aborted' | 'reset';
+/** Defined with the client-visible codes it appears in (leg2-failed-to-start:<kind>). */
+export type LegOpenErrorKind = LegOpenFailure;
 
 /** Stable-coded error for a leg that produced no response headers: GW_ERR_LEG_CONNECT, ..._HEADERS_TIMEOUT, ... */
 export class LegOpenError extends GatewayError {
@@ -48,22 +55,63 @@ export class LegAbort {
   }
 }
 
+/** Concurrent legs on one HTTP/2 connection (UPSTREAM_HTTP2); Envoy's own limit per connection is far above. */
+export const HTTP2_STREAMS_PER_CONNECTION = 10_000;
+
 export class UpstreamClient {
   private readonly agent: Agent;
+  private readonly http2: boolean;
 
-  constructor(opts: { connectTimeoutMs: number; headersTimeoutMs: number }) {
-    this.agent = new Agent({
+  constructor(opts: { connectTimeoutMs: number; headersTimeoutMs: number; http2?: boolean }) {
+    this.http2 = opts.http2 === true;
+    const base = {
       connect: { timeout: opts.connectTimeoutMs },
       headersTimeout: opts.headersTimeoutMs,
       bodyTimeout: 0,
       keepAliveTimeout: 30_000,
-      // Many concurrent streams share the egress listener; undici's default of unlimited connections
-      // per origin is what we want here.
-    });
+    };
+    this.agent = new Agent(
+      this.http2
+        ? {
+            ...base,
+            // One multiplexed connection per origin, HTTP/2 without TLS (prior knowledge) to an http: URL. A
+            // Client, not undici's default Pool: the Pool drops `useH2c` when it builds its connector (undici
+            // 7.30, lib/dispatcher/pool.js), and its legs would go out as HTTP/1.1.
+            factory: (origin: string | URL, o: object) =>
+              new Client(origin, { ...o, allowH2: true, useH2c: true, pipelining: HTTP2_STREAMS_PER_CONNECTION } as Client.Options),
+          }
+        : // Many concurrent streams share the egress listener; undici's default of unlimited connections
+          // per origin is what we want here.
+          base,
+    );
   }
 
-  /** Sends one leg; resolves at its response headers. `abort.abort()` ends the leg at any point. */
-  open(url: string, headers: Record<string, string>, body: Buffer, abort: LegAbort): Promise<LegResponse> {
+  /**
+   * Legs re-sent because their connection to the engine was terminated before any response byte (see open()).
+   * Read by tests and the bench; each re-run is also an Envoy access-log line with flags=UC.
+   */
+  connectionTerminationReruns = 0;
+
+  /**
+   * Sends one leg; resolves at its response headers. `abort.abort()` ends the leg at any point.
+   *
+   * A response that is Envoy's own 503 with flag UC (the engine closed the connection before it sent a byte of
+   * response: typically a keep-alive connection it timed out just as Envoy reused it, RFC 9112 section 9.3.1)
+   * is re-sent once, immediately; the second answer, whatever it is, is the leg's. Safe: nothing of the answer
+   * exists, so nothing reached the client. Envoy's egress does not retry it itself (its retry_on covers only
+   * what no engine can have seen; a retry there would also apply to every other reset before headers, with
+   * num_retries 2). At most one extra engine request per leg, counted in the README's bound.
+   */
+  async open(url: string, headers: Record<string, string>, body: Buffer, abort: LegAbort): Promise<LegResponse> {
+    const first = await this.openOnce(url, headers, body, abort);
+    if (!isConnectionTermination(first) || abort.aborted) return first;
+    await first.body.readAll(4096); // Envoy's short local reply: read it so the connection to Envoy stays reusable
+    if (abort.aborted) throw new LegOpenError('aborted', new LegAbortedError());
+    this.connectionTerminationReruns++;
+    return this.openOnce(url, headers, body, abort);
+  }
+
+  private openOnce(url: string, headers: Record<string, string>, body: Buffer, abort: LegAbort): Promise<LegResponse> {
     return new Promise((resolve, reject) => {
       const fail = (e: unknown) => reject(new LegOpenError(classifyOpenError(e, abort), e));
       const handler = new LegDispatchHandler(
@@ -76,7 +124,14 @@ export class UpstreamClient {
       abort.onAbort(() => handler.body.destroy());
       const u = new URL(url);
       try {
-        this.agent.dispatch({ origin: u.origin, path: u.pathname + u.search, method: 'POST', headers, body }, handler);
+        // HTTP/2: undici starts a request it takes for non-idempotent (every POST) only when nothing else runs on
+        // the connection (client-h2.js, busy()), so legs would run one after another: the late first deltas of
+        // the first try (docs/performance.md). undici 7.30 reads the flag for that scheduling only
+        // (lib/dispatcher/client-h1.js, client-h2.js) and never re-sends a request itself; a leg's one re-run is open()'s.
+        this.agent.dispatch(
+          { origin: u.origin, path: u.pathname + u.search, method: 'POST', headers, body, ...(this.http2 ? { idempotent: true } : {}) },
+          handler,
+        );
       } catch (e) {
         fail(e);
       }
@@ -86,6 +141,13 @@ export class UpstreamClient {
   close(): Promise<void> {
     return this.agent.close();
   }
+}
+
+/** Envoy's local 503 for an upstream connection terminated before the response started (%RESPONSE_FLAGS% UC). */
+export function isConnectionTermination(res: { status: number; headers: LegHeaders }): boolean {
+  if (res.status !== 503) return false;
+  const raw = res.headers[UPSTREAM_FLAGS_HEADER];
+  return (Array.isArray(raw) ? raw.join(',') : String(raw ?? '')).split(/[,\s]+/).includes('UC');
 }
 
 function classifyOpenError(e: unknown, abort: LegAbort): LegOpenErrorKind {

@@ -56,8 +56,12 @@ export class LegReader implements LegBodySink {
     return this.bytes > 0;
   }
 
-  /** Waits for the next complete events; timeoutMs <= 0 waits without limit. */
+  /**
+   * Waits for the next complete events; timeoutMs <= 0 waits without limit. The limit is one deadline for the
+   * call: bytes that do not complete an event (a partial event trickling in) do not push it back.
+   */
   async next(timeoutMs: number): Promise<LegRead> {
+    const until = timeoutMs > 0 ? Date.now() + timeoutMs : 0;
     for (;;) {
       if (this.fenced) return { type: 'end' };
       if (this.queue.length) {
@@ -75,7 +79,9 @@ export class LegReader implements LegBodySink {
       }
       if (this.failure) return { type: 'reset', error: this.failure.error };
       if (this.ended) return { type: 'end' };
-      if (await this.waitForChunk(timeoutMs)) return { type: 'idle' };
+      const left = until ? until - Date.now() : 0;
+      if (until && left <= 0) return { type: 'idle' };
+      if (await this.waitForChunk(left)) return { type: 'idle' };
     }
   }
 

@@ -24,6 +24,7 @@
 
 import { request } from 'undici';
 import type { JsonObject } from '../openai/chat';
+import type { TokenizeFallback } from '../recovery/reasons';
 import {
   type Accounting,
   estimateRecoveredTokens,
@@ -38,7 +39,7 @@ export type TokenizeDialectSetting = (typeof TOKENIZE_DIALECTS)[number];
 export type { TokenizeDialect };
 
 export interface CountedRecoveredTokens extends RecoveredTokens {
-  method: 'tokenize' | 'estimate';
+  method: Accounting['method'];
   accounting: Accounting;
 }
 
@@ -172,15 +173,37 @@ export interface CountOptions {
   url: string | undefined;
   dialect: TokenizeDialectSetting;
   rates: { cjk: number; other: number };
-  /** Leg 2's final assistant message (src/recovery/prefix-builders.ts), counted for the prompt subtraction. */
+  /** The raw text leg 2's prompt continues from (src/recovery/continuation-request.ts designLeg2), counted for the prompt subtraction. */
   prefix: string;
-  onFallback: (reason: string) => void;
+  /**
+   * The prefix is what the model generated (a known family's raw text, markers included): leg 1's completion is
+   * then its count, not the delivered text's, which lacks the markers the parser removed. Unset for `generic`,
+   * whose markers are a guess.
+   */
+  prefixIsGenerated?: boolean;
+  /** `detail` for the log only; `code` is what the client's usage.continuation.fallback says. */
+  onFallback: (detail: string, code: TokenizeFallback) => void;
   deadlineMs?: number;
   /**
    * Sent with every call. The continuation passes the egress listener's avoid-host header: a TOKENIZE_URL
    * through Envoy's egress then reaches the replicas leg 2 may land on, never the one that just died.
    */
   headers?: Record<string, string>;
+  /**
+   * The request's cancellation (client gone, shutdown): every call in flight is aborted at once and the
+   * estimate returned, without a fallback (nothing failed; the caller ends the request).
+   */
+  signal?: AbortSignal;
+}
+
+export type { TokenizeFallback };
+
+function fallbackCode(e: unknown, timedOut: boolean): TokenizeFallback {
+  if (timedOut) return 'tokenize-timeout';
+  const msg = e instanceof Error ? e.message : '';
+  if (/ answered \d{3}/.test(msg)) return 'tokenize-error-status';
+  if (/neither|counted 0|not JSON|Unexpected token|JSON/.test(msg)) return 'tokenize-bad-answer';
+  return 'tokenize-unreachable';
 }
 
 export async function countRecoveredTokens(
@@ -190,16 +213,22 @@ export async function countRecoveredTokens(
   o: CountOptions,
 ): Promise<CountedRecoveredTokens> {
   const est = estimateRecoveredTokens(payload, reasoning, content, o.rates);
-  const estimate = (fallback?: string): CountedRecoveredTokens => ({
+  const estimate = (fallback?: TokenizeFallback): CountedRecoveredTokens => ({
     ...est,
     method: 'estimate',
     accounting: { method: 'estimate', dialect: null, prompt: 'estimate', ...(fallback ? { fallback } : {}) },
   });
-  if (!o.url) return estimate();
+  if (!o.url || o.signal?.aborted) return estimate();
   const url = o.url;
   const deadlineMs = o.deadlineMs ?? DEFAULT_TOKENIZE_DEADLINE_MS;
   const ac = new AbortController();
-  const timer = setTimeout(() => ac.abort(), deadlineMs);
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    ac.abort();
+  }, deadlineMs);
+  const cancel = () => ac.abort();
+  o.signal?.addEventListener('abort', cancel, { once: true });
   try {
     const model = payload?.model;
     const call: Call = { signal: ac.signal, headers: o.headers };
@@ -216,21 +245,27 @@ export async function countRecoveredTokens(
       text(o.prefix),
       templated,
     ]);
+    const generated = o.prefixIsGenerated && o.prefix ? prefixTokens : reasoningTokens + contentTokens;
     return {
       promptTokens: promptTokens ?? est.promptTokens,
-      reasoningTokens,
+      // The markers count with the reasoning they delimit.
+      reasoningTokens: o.prefixIsGenerated && o.prefix ? Math.max(0, generated - contentTokens) : reasoningTokens,
       contentTokens,
-      totalRecovered: reasoningTokens + contentTokens,
+      totalRecovered: generated,
       prefixTokens,
       method: 'tokenize',
       accounting: { method: 'tokenize', dialect, prompt: promptTokens !== undefined ? 'template' : 'leg2-minus-prefix' },
     };
   } catch (e) {
-    const reason = ac.signal.aborted ? `timeout after ${deadlineMs} ms` : (e as Error).message;
-    o.onFallback(reason);
-    return estimate(reason);
+    if (o.signal?.aborted) return estimate();
+    // The log gets the detail; the client (usage.continuation.fallback) only a stable code, never an exception's
+    // text (it may name an internal address: `connect ECONNREFUSED 10.0.0.7:8000`).
+    const code = fallbackCode(e, timedOut);
+    o.onFallback(timedOut ? `timeout after ${deadlineMs} ms` : (e as Error).message, code);
+    return estimate(code);
   } finally {
     clearTimeout(timer);
+    o.signal?.removeEventListener('abort', cancel);
     ac.abort(); // calls still in flight after another failed
   }
 }

@@ -37,6 +37,43 @@ export interface ProfileSummary {
   busyMs: number;
   top: SelfTimeRow[];
   areas: Array<{ area: string; selfMs: number; percent: number }>;
+  /** Busy time per hop of the data path (hopOf, attributed through the call stack). */
+  hops: Array<{ hop: string; ms: number; percent: number }>;
+}
+
+/**
+ * The data path's hops as the sidecar sees them, by the code a frame belongs to. A frame of none of them (Node
+ * internals, natives such as JSON.parse or Buffer copies) is charged to its nearest caller that belongs to one,
+ * so a socket write grpc-js asks for counts as gRPC; what has no such caller is the event loop and sockets.
+ */
+export const HOPS = {
+  grpc: 'ext_proc gRPC stream (src/extproc, grpc-js, node:http2)',
+  encode: 'encoding of ext_proc messages (src/extproc/encode-body.ts)',
+  sse: 'SSE parsing (src/sse/parser.ts)',
+  track: 'chunk tracking (src/sse/tracker.ts, its JSON.parse)',
+  undici: 'legs: undici and src/upstream (to the egress; llhttp on HTTP/1.1)',
+  relay: 'relay and request state (src/stream, src/recovery, src/openai, ...)',
+  log: 'logging and metrics (pino, prom-client, src/obs)',
+  loop: 'Node event loop, sockets, timers (no hop above it)',
+  gc: 'GC',
+  native: 'native, unattributed ((program))',
+} as const;
+
+export function hopOf(cf: CallFrame): string | null {
+  const u = cf.url;
+  if (!u) {
+    if (cf.functionName === '(garbage collector)') return HOPS.gc;
+    if (cf.functionName === '(program)') return HOPS.native;
+    return null;
+  }
+  if (u.includes('/src/extproc/encode-body')) return HOPS.encode;
+  if (u.includes('/src/extproc/') || u.includes('@grpc/') || u.includes('protobufjs') || u.includes('internal/http2')) return HOPS.grpc;
+  if (u.includes('/src/sse/parser')) return HOPS.sse;
+  if (u.includes('/src/sse/tracker')) return HOPS.track;
+  if (u.includes('/undici/') || u.includes('/src/upstream/')) return HOPS.undici;
+  if (u.includes('/pino') || u.includes('prom-client') || u.includes('/src/obs/')) return HOPS.log;
+  if (/\/src\/[^/]+\//.test(u) && !u.includes('node_modules')) return HOPS.relay;
+  return null;
 }
 
 /** Where a frame's code lives, coarse enough to answer "where does the time go". */
@@ -62,6 +99,19 @@ export function analyseProfile(file: string, topN = 25): ProfileSummary {
   const p = JSON.parse(fs.readFileSync(file, 'utf8')) as CpuProfile;
   const byId = new Map<number, ProfileNode>();
   for (const n of p.nodes) byId.set(n.id, n);
+  const parent = new Map<number, number>();
+  for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const hopMemo = new Map<number, string>();
+  const hopFor = (id: number): string => {
+    const known = hopMemo.get(id);
+    if (known) return known;
+    const own = hopOf((byId.get(id) as ProfileNode).callFrame);
+    const up = parent.get(id);
+    const h = own ?? (up === undefined ? HOPS.loop : hopFor(up));
+    hopMemo.set(id, h);
+    return h;
+  };
+  const hopMs = new Map<string, number>();
   const selfUs = new Map<number, number>();
   // timeDeltas[i] is the time between sample i-1 and sample i; attribute it to sample i's node.
   for (let i = 0; i < p.samples.length; i++) {
@@ -78,6 +128,10 @@ export function analyseProfile(file: string, topN = 25): ProfileSummary {
     total += ms;
     const area = areaOf(cf);
     if (area === 'idle') idle += ms;
+    else {
+      const h = hopFor(id);
+      hopMs.set(h, (hopMs.get(h) ?? 0) + ms);
+    }
     areaMs.set(area, (areaMs.get(area) ?? 0) + ms);
     const where = cf.url ? `${cf.url.replace(/^.*\/(node_modules|dist)\//, '$1/')}:${cf.lineNumber + 1}` : '';
     const key = `${cf.functionName}|${where}`;
@@ -96,12 +150,17 @@ export function analyseProfile(file: string, topN = 25): ProfileSummary {
     .filter(([a]) => a !== 'idle')
     .sort((a, b) => b[1] - a[1])
     .map(([area, ms]) => ({ area, selfMs: Math.round(ms * 10) / 10, percent: pct(ms) }));
-  return { file, totalMs: Math.round(total), busyMs: Math.round(busy), top, areas };
+  const hops = [...hopMs.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .map(([hop, ms]) => ({ hop, ms: Math.round(ms * 10) / 10, percent: pct(ms) }));
+  return { file, totalMs: Math.round(total), busyMs: Math.round(busy), top, areas, hops };
 }
 
 export function formatProfile(s: ProfileSummary, areasN = 15): string {
   const lines: string[] = [];
   lines.push(`CPU profile ${s.file}: ${s.busyMs} ms busy of ${s.totalMs} ms sampled (percentages of busy time)`);
+  lines.push('  by hop (self time, natives and Node internals charged to the nearest caller in a hop):');
+  for (const h of s.hops) lines.push(`    ${h.percent.toFixed(1).padStart(5)}%  ${String(h.ms).padStart(9)} ms  ${h.hop}`);
   lines.push('  by area (self time):');
   for (const a of s.areas.slice(0, areasN))
     lines.push(`    ${a.percent.toFixed(1).padStart(5)}%  ${String(a.selfMs).padStart(9)} ms  ${a.area}`);

@@ -23,6 +23,8 @@
 //   --idle-s 3                 BENCH_IDLE_S         idle-CPU window before the first level (0 = skip)
 //   --workers N                BENCH_WORKERS        passed to the sidecar as WORKERS (when it supports it)
 //   --cpu-prof                 BENCH_PROFILE=1      run the sidecar under node --cpu-prof and analyse it
+//   --otel                     BENCH_OTEL=1         the sidecar exports traces (OTEL_EXPORTER_OTLP_ENDPOINT) to an OTLP
+//                                                  sink in this process, which counts and discards them (Envoy's tracer off)
 //   --out DIR                  BENCH_OUT            default results/bench-<timestamp>
 //   --no-docs                  BENCH_NO_DOCS=1      do not copy the chart to docs/bench/latest.svg
 import { type ChildProcess, execFileSync, fork } from 'node:child_process';
@@ -34,19 +36,36 @@ import { type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from '
 import { freePorts } from '../../src/stack/ports';
 import { analyseProfile, formatProfile, type ProfileSummary } from './cpuprofile';
 import { type LoadResult, type LoadSpec, type RunMessage, requestMessages, type StreamRecord, streamError } from './generator';
+import { type OtlpSink, startOtlpSink } from './otlp-sink';
+import { DEFAULT_PREVIOUS_REF, previousReleaseDist } from './previous-release';
 import { processTree, rssBytes, TreeMeter } from './proc';
 import { type ChartPanel, cdfChart, cdfPoints, round, type Summary, sortedFloat64, summarize } from './stats';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const DIST = path.join(ROOT, 'dist');
 
-export type ConfigName = 'a' | 'b' | 'c';
+export type ConfigName = 'a' | 'b' | 'c' | 'n' | 'h' | 'p';
+export const CONFIG_NAMES: readonly ConfigName[] = ['a', 'b', 'n', 'c', 'h', 'p'];
 export const CONFIG_LABEL: Record<ConfigName, string> = {
   a: '(a) direct to engines',
   b: '(b) Envoy only (egress listener)',
   c: '(c) full stack (ext_proc sidecar)',
+  n: '(n) native: the full stack, nothing in scope',
+  h: '(h) full stack without the memory-cap hop',
+  p: '(p) previous release, full stack',
 };
-const CONFIG_COLOR: Record<ConfigName, string> = { a: '#2b8a3e', b: '#1c7ed6', c: '#e8590c' };
+const CONFIG_COLOR: Record<ConfigName, string> = {
+  a: '#2b8a3e',
+  b: '#1c7ed6',
+  c: '#e8590c',
+  n: '#7048e8',
+  h: '#f08c00',
+  p: '#868e96',
+};
+/** Configurations with a sidecar of their own in the path (its CPU and memory are reported). */
+const WITH_SIDECAR: ReadonlySet<ConfigName> = new Set(['c', 'n', 'h', 'p']);
+/** Configurations served by a stack of their own (n, h, p), beside the main one (a, b, c). */
+const OWN_STACK: ReadonlySet<ConfigName> = new Set(['n', 'h', 'p']);
 
 export interface BenchOptions {
   levels: number[];
@@ -66,7 +85,14 @@ export interface BenchOptions {
   pauseMs: number;
   idleS: number;
   workers?: string;
+  /** Runs of every configuration per level, alternating (a b c a b c ...): same-run A/B pairs. */
+  rounds: number;
+  /** Configuration p: the commit to build (default DEFAULT_PREVIOUS_REF), or an already built dist of it. */
+  previousRef: string;
+  previousDist?: string;
   cpuProf: boolean;
+  /** The sidecar's tracing on, exporting to an OTLP sink (otlp-sink.ts). */
+  otel: boolean;
   outDir: string;
   copyToDocs: boolean;
   /** Progress lines (default: stderr). */
@@ -76,6 +102,8 @@ export interface BenchOptions {
 export interface RunSummary {
   config: ConfigName;
   level: number;
+  /** Which of the --rounds alternations (1-based). */
+  round: number;
   streams: number;
   errors: number;
   errorSamples: string[];
@@ -185,6 +213,9 @@ export interface CrashSummary {
     /** gateway_reprefills_in_flight_peak at the end; the largest gateway_reprefill_limit polled every 100 ms. */
     reprefillsInFlightMax: number;
     reprefillLimitMax: number;
+    /** The smallest gateway_reprefill_limit polled after the kill, and the one at the end (RECOVERY_ADAPTIVE moves it). */
+    reprefillLimitMinAfterKill?: number;
+    reprefillLimitAtEnd?: number;
     /** Most recoveries waiting at once: from the RECOVERY_ADMITTED lines (each waited [time - waited_ms, time]). */
     waitingMax: number;
     /** gateway_recovery_latency_seconds: failure detected -> first byte of leg 2 (count, mean, p99 bucket bound). */
@@ -219,7 +250,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     const a = argv[i];
     if (!a.startsWith('--')) throw new Error(`unexpected argument ${a}`);
     const key = a.slice(2);
-    if (key === 'cpu-prof' || key === 'no-docs' || key === 'crash-only') flags.set(key, '1');
+    if (key === 'cpu-prof' || key === 'no-docs' || key === 'crash-only' || key === 'otel') flags.set(key, '1');
     else {
       const v = argv[++i];
       if (v === undefined) throw new Error(`missing value for ${a}`);
@@ -233,10 +264,10 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
       .map((x) => Number(x.trim()))
       .filter((n) => Number.isFinite(n) && n > 0);
   const stamp = new Date().toISOString().replace(/[:.]/g, '-').replace(/Z$/, '');
-  const configs = get('configs', 'BENCH_CONFIGS', 'a,b,c')
+  const configs = get('configs', 'BENCH_CONFIGS', 'a,b,n,c,h,p')
     .split(',')
     .map((s) => s.trim()) as ConfigName[];
-  for (const c of configs) if (!['a', 'b', 'c'].includes(c)) throw new Error(`bad configuration ${c} (a, b or c)`);
+  for (const c of configs) if (!CONFIG_NAMES.includes(c)) throw new Error(`bad configuration ${c} (${CONFIG_NAMES.join(', ')})`);
   const truthy = (v: string | undefined) => v !== undefined && !['', '0', 'false', 'no'].includes(v.toLowerCase());
   const crashOnly = flags.has('crash-only') || truthy(env.BENCH_CRASH_ONLY);
   const answerTokens = get('answer', 'BENCH_ANSWER_TOKENS', '50,50');
@@ -256,10 +287,15 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     pauseMs: Number(get('pause-ms', 'BENCH_PAUSE_MS', '1000')),
     idleS: Number(get('idle-s', 'BENCH_IDLE_S', '3')),
     workers: flags.get('workers') ?? env.BENCH_WORKERS,
+    rounds: Number(get('rounds', 'BENCH_ROUNDS', '1')),
+    previousRef: get('previous', 'BENCH_PREVIOUS', DEFAULT_PREVIOUS_REF),
+    previousDist: flags.get('previous-dist') ?? env.BENCH_PREVIOUS_DIST,
     cpuProf: flags.has('cpu-prof') || truthy(env.BENCH_PROFILE),
+    otel: flags.has('otel') || truthy(env.BENCH_OTEL),
     outDir: path.resolve(get('out', 'BENCH_OUT', path.join(ROOT, 'results', `bench-${stamp}`))),
     copyToDocs: !(flags.has('no-docs') || truthy(env.BENCH_NO_DOCS)),
   };
+  if (!(Number.isInteger(o.rounds) && o.rounds >= 1)) throw new Error(`bad --rounds ${o.rounds} (1 or more)`);
   if (!/^\d+,\d+$/.test(o.crashAnswer)) throw new Error(`bad --crash-answer ${o.crashAnswer} (R,C)`);
   if (o.crash > 0 && !(o.crashEngines >= 2)) throw new Error('--crash-engines must be at least 2 (one is killed, the others take over)');
   if (crashOnly) Object.assign(o, { levels: [], recovery: 0, idleStreams: 0, idleS: 0, crash: o.crash > 0 ? o.crash : 500 });
@@ -270,7 +306,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
 // Processes
 // ---------------------------------------------------------------------------------------------------------------
 
-async function startEngines(n: number, tokenMs: number, prefix: string): Promise<ManagedChild[]> {
+async function startEngines(n: number, tokenMs: number, prefix: string, extraArgs: string[] = []): Promise<ManagedChild[]> {
   const ports = await freePorts(n);
   const engines = ports.map((port, i) =>
     spawnManaged(
@@ -285,6 +321,7 @@ async function startEngines(n: number, tokenMs: number, prefix: string): Promise
         'sglang',
         '--token-ms',
         String(tokenMs),
+        ...extraArgs,
       ],
       { name: `${prefix}-${i}`, keepBytes: 20_000 },
     ),
@@ -299,6 +336,8 @@ interface Gateway {
   sidecar: ManagedChild;
   frontUrl: string;
   egressUrl: string;
+  /** With --otel: where the sidecar's spans went (counted). */
+  sink?: OtlpSink;
   stop(): Promise<void>;
 }
 
@@ -316,6 +355,14 @@ interface GatewayOptions {
   adminPort?: number;
   /** Every line the sidecar writes (its pino log). */
   onLine?: (line: string) => void;
+  /** Another build's dist (configuration p): its sidecar and its Envoy bootstrap. */
+  dist?: string;
+  /** Nothing in scope (configuration n): CONTINUATION_MODEL unset, so the sidecar answers CONTINUE. */
+  native?: boolean;
+  /** false: Envoy without the memory-cap chat hop (configuration h; envoy-config.ts chatHop). */
+  chatHop?: boolean;
+  /** Sidecar variables on top of the defaults (the adaptive-admission comparison, test/bench/adaptive.ts). */
+  env?: Record<string, string>;
 }
 
 async function startGateway(enginePorts: number[], o: BenchOptions, g: GatewayOptions = {}): Promise<Gateway> {
@@ -328,6 +375,7 @@ async function startGateway(enginePorts: number[], o: BenchOptions, g: GatewayOp
     PORT: String(extProcPort),
     ADMIN_PORT: String(g.adminPort ?? 0),
     CONTINUATION_MODEL: 'generic',
+    ...g.env,
     ...(g.defaults
       ? {}
       : {
@@ -337,13 +385,20 @@ async function startGateway(enginePorts: number[], o: BenchOptions, g: GatewayOp
           RECOVERY_MAX_CONCURRENT: '100000',
         }),
   };
+  if (g.native) delete env.CONTINUATION_MODEL;
   if (o.workers !== undefined) env.WORKERS = o.workers;
-  const args = [...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []), path.join(DIST, 'src/main.js')];
+  const sink: OtlpSink | undefined = o.otel ? await startOtlpSink() : undefined;
+  if (sink) env.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url;
+  const dist = g.dist ?? DIST;
+  const args = [...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []), path.join(dist, 'src/main.js')];
   const sidecar = spawnManaged(process.execPath, args, { name: 'sidecar', env, keepBytes: 50_000, onLine: g.onLine });
   await sidecar.waitForLine(/SIDECAR listening/, 20_000, 'SIDECAR listening');
   let envoy: RunningEnvoy;
+  // The previous release starts Envoy with its own bootstrap generator.
+  const start: typeof startEnvoy = g.dist ? require(path.join(g.dist, 'src/stack/envoy-process.js')).startEnvoy : startEnvoy;
   try {
-    envoy = await startEnvoy({
+    envoy = await start({
+      ...(g.chatHop === false ? { chatHop: false } : {}),
       listenPort,
       adminPort,
       egressPort,
@@ -364,14 +419,16 @@ async function startGateway(enginePorts: number[], o: BenchOptions, g: GatewayOp
     sidecar,
     frontUrl: `http://127.0.0.1:${listenPort}`,
     egressUrl: envoy.egressUrl,
+    sink,
     async stop() {
       await envoy.stop();
       await sidecar.stop();
+      await sink?.close();
     },
   };
 }
 
-class Generator {
+export class Generator {
   private constructor(private readonly child: ChildProcess) {}
 
   static async start(): Promise<Generator> {
@@ -552,7 +609,81 @@ export function formatCrash(k: CrashSummary): string {
   ].join('\n');
 }
 
-export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idleMemory?: IdleMemory, crash?: CrashSummary): string {
+/** Envoy + sidecar CPU per 1,000 chunks the clients received (the whole gateway; (a) and (b) have no sidecar). */
+export function gatewayCpuPer1k(r: RunSummary): number {
+  return r.cpuPer1kChunks.envoy + (WITH_SIDECAR.has(r.config) ? r.cpuPer1kChunks.sidecar : 0);
+}
+
+/** Chunks per second delivered while only relaying (the churn-free window), else over the whole run. */
+export function deliveredPerS(r: RunSummary): number {
+  return r.steady?.windowMs ? (r.steady.chunks * 1000) / r.steady.windowMs : (r.chunks * 1000) / r.wallMs;
+}
+
+/**
+ * Issue 22's table, one row per level and round: the gateway's CPU per chunk (Envoy + sidecar) on the
+ * continuation path (c), native (n), the previous release (p) and (c) without the memory-cap hop (h); the p99
+ * gap over direct (a); what was delivered against what the streams ask for (level x tokens/s).
+ */
+export function formatIssueTable(runs: RunSummary[], tokensPerSecond: number): string {
+  const rows: string[][] = [
+    [
+      'streams',
+      'round',
+      'c CPU ms/1k (Envoy+sidecar)',
+      'n native',
+      'c/n',
+      'p previous',
+      'c/p',
+      'h no hop',
+      'c/h',
+      'p99 gap c-a',
+      'p99 gap n-a',
+      'p99 gap p-a',
+      'delivered/s c',
+      'n',
+      'p',
+      'asked',
+    ],
+  ];
+  const keys = [...new Set(runs.map((r) => `${r.level}:${r.round}`))];
+  for (const k of keys) {
+    const [level, round] = k.split(':').map(Number);
+    const at = (c: ConfigName) => runs.find((r) => r.level === level && r.round === round && r.config === c);
+    const [a, c, n, p, h] = [at('a'), at('c'), at('n'), at('p'), at('h')];
+    if (!c) continue;
+    const cpu = (r?: RunSummary) => (r ? gatewayCpuPer1k(r) : NaN);
+    const gap = (r?: RunSummary) => (r && a ? r.gaps.p99 - a.gaps.p99 : NaN);
+    const rate = (r?: RunSummary) => (r ? Math.round(deliveredPerS(r)).toLocaleString('en-US') : '-');
+    rows.push([
+      String(level),
+      String(round),
+      f1(cpu(c)),
+      f1(cpu(n)),
+      f2(cpu(c) / cpu(n)),
+      f1(cpu(p)),
+      f2(cpu(c) / cpu(p)),
+      f1(cpu(h)),
+      f2(cpu(c) / cpu(h)),
+      f1(gap(c)),
+      f1(gap(n)),
+      f1(gap(p)),
+      rate(c),
+      rate(n),
+      rate(p),
+      (level * tokensPerSecond).toLocaleString('en-US'),
+    ]);
+  }
+  if (rows.length === 1) return '';
+  return `issue 22: gateway CPU per 1,000 delivered chunks, p99 gap over direct (ms), chunks/s delivered while only relaying:\n${pad(rows, 1)}`;
+}
+
+export function formatTables(
+  runs: RunSummary[],
+  recovery?: RecoverySummary,
+  idleMemory?: IdleMemory,
+  crash?: CrashSummary,
+  tokensPerSecond = 20,
+): string {
   const rows: string[][] = [
     [
       'streams',
@@ -579,7 +710,7 @@ export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idl
   for (const r of runs) {
     rows.push([
       String(r.level),
-      r.config,
+      r.round > 1 ? `${r.config}#${r.round}` : r.config,
       String(r.streams),
       String(r.errors),
       String(r.chunks),
@@ -590,13 +721,13 @@ export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idl
       f1(r.ttft.p50),
       f1(r.ttft.p99),
       r.config === 'a' ? '-' : f2(r.cpuPer1kChunks.envoy),
-      r.config === 'c' ? f2(r.cpuPer1kChunks.sidecar) : '-',
+      WITH_SIDECAR.has(r.config) ? f2(r.cpuPer1kChunks.sidecar) : '-',
       f2(r.cpuPer1kChunks.engines),
-      r.config === 'c' ? `${f1(r.rss.sidecarIdle / 2 ** 20)}->${f1(r.rss.sidecarPeak / 2 ** 20)}` : '-',
-      r.config === 'c' ? f1(r.sidecarBytesPerStream / 1024) : '-',
+      WITH_SIDECAR.has(r.config) ? `${f1(r.rss.sidecarIdle / 2 ** 20)}->${f1(r.rss.sidecarPeak / 2 ** 20)}` : '-',
+      WITH_SIDECAR.has(r.config) ? f1(r.sidecarBytesPerStream / 1024) : '-',
       r.config === 'a' || !r.steady ? '-' : f2(r.steady.cpuPer1kChunks.envoy),
-      r.config === 'c' && r.steady ? f2(r.steady.cpuPer1kChunks.sidecar) : '-',
-      r.config === 'c' && r.steady ? f2(r.steady.sidecarMsPerStream) : '-',
+      WITH_SIDECAR.has(r.config) && r.steady ? f2(r.steady.cpuPer1kChunks.sidecar) : '-',
+      WITH_SIDECAR.has(r.config) && r.steady ? f2(r.steady.sidecarMsPerStream) : '-',
     ]);
   }
   const out = runs.length ? [pad(rows)] : [];
@@ -642,6 +773,8 @@ export function formatTables(runs: RunSummary[], recovery?: RecoverySummary, idl
     out.push('inter-chunk gaps (ms), (c) full stack against (b) Envoy alone:');
     out.push(pad(cmp, 1));
   }
+  const issue = formatIssueTable(runs, tokensPerSecond);
+  if (issue) out.push('', issue);
   if (recovery) {
     out.push('');
     out.push(
@@ -701,6 +834,30 @@ function evaluateTargets(
     const errs = k.map((r) => `${r.config}=${r.errors}`).join(' ');
     t.push({ target: '1,000 streams x 20 tok/s without errors', value: errs, met: k.every((r) => r.errors === 0) });
   } else t.push({ target: '1,000 streams without errors', value: 'not run', met: null });
+  // Issue 22 (first round of each level; the table has every round).
+  for (const l of [200, 500, 1000]) {
+    const [c, n] = [at(l, 'c'), at(l, 'n')];
+    if (!c || !n) continue;
+    t.push({
+      target: `issue 22, ${l} streams: continuation-path CPU per chunk (Envoy + sidecar) <= 2x native`,
+      value: `${f1(gatewayCpuPer1k(c))} vs ${f1(gatewayCpuPer1k(n))} ms per 1,000 chunks = ${f2(gatewayCpuPer1k(c) / gatewayCpuPer1k(n))}x`,
+      met: gatewayCpuPer1k(c) <= 2 * gatewayCpuPer1k(n),
+    });
+  }
+  for (const [l, margin] of [
+    [500, 10],
+    [1000, 25],
+  ] as const) {
+    const [a, c, n] = [at(l, 'a'), at(l, 'c'), at(l, 'n')];
+    if (!a || !c) continue;
+    const gap = c.gaps.p99 - a.gaps.p99;
+    const delivered = n ? `; delivered ${Math.round(deliveredPerS(c))} vs native ${Math.round(deliveredPerS(n))} chunks/s` : '';
+    t.push({
+      target: `issue 22, ${l} streams: p99 gap <= direct + ${margin} ms${l === 1000 ? ', delivering at least what native delivers' : ''}`,
+      value: `+${f1(gap)} ms (${f1(c.gaps.p99)} vs ${f1(a.gaps.p99)})${delivered}`,
+      met: gap <= margin && (l !== 1000 || !n || deliveredPerS(c) >= deliveredPerS(n)),
+    });
+  }
   const cs = runs.filter((r) => r.config === 'c');
   if (cs.length) {
     const worst = Math.max(...cs.map((r) => r.cpuPer1kChunks.sidecar));
@@ -778,10 +935,29 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
       log(
         `bench: Envoy pid ${g.envoy.pid} (front ${g.frontUrl}, egress ${g.egressUrl}), sidecar pid ${g.sidecar.pid}, engines ${enginePorts.join(',')}, generator pid ${generator.pid}`,
       );
+      // n, h and p have stacks of their own against the same engines (idle while the others run: a few
+      // health checks, measured by the idle window below for the main stack).
+      const stackOf: Partial<Record<ConfigName, Gateway>> = { a: g, b: g, c: g };
+      for (const c of o.configs.filter((x) => OWN_STACK.has(x))) {
+        const own: GatewayOptions =
+          c === 'n'
+            ? { native: true }
+            : c === 'h'
+              ? { chatHop: false }
+              : { dist: o.previousDist ? path.resolve(o.previousDist) : previousReleaseDist(ROOT, o.previousRef, log) };
+        const extra = await startGateway(enginePorts, o, { ...own, profileDir: undefined });
+        stops.unshift(() => extra.stop());
+        stackOf[c] = extra;
+        log(`bench: ${CONFIG_LABEL[c]}: Envoy pid ${extra.envoy.pid}, sidecar pid ${extra.sidecar.pid}, front ${extra.frontUrl}`);
+      }
+      const stack = (c: ConfigName) => stackOf[c] as Gateway;
       const urls: Record<ConfigName, string[]> = {
         a: enginePorts.map((p) => `http://127.0.0.1:${p}`),
         b: [g.egressUrl],
         c: [g.frontUrl],
+        n: [stackOf.n?.frontUrl ?? ''],
+        h: [stackOf.h?.frontUrl ?? ''],
+        p: [stackOf.p?.frontUrl ?? ''],
       };
       // Warm-up: a few streams through every path (JIT, connection pools).
       for (const c of o.configs)
@@ -815,84 +991,93 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
       }
 
       for (const level of o.levels) {
-        for (const config of o.configs) {
-          const meters = {
-            envoy: new TreeMeter(() => [g.envoy.pid]),
-            sidecar: new TreeMeter(() => [g.sidecar.pid]),
-            engines: new TreeMeter(() => engines.map((e) => e.pid)),
-            generator: new TreeMeter(() => [generator.pid]),
-          };
-          Object.values(meters).forEach((m) => m.start());
-          // (a) has one URL per engine process: split the streams over them (what Envoy's balancer does for b, c).
-          const targets = urls[config];
-          const share = (i: number) => Math.floor(level / targets.length) + (i < level % targets.length ? 1 : 0);
-          const t0 = performance.now();
-          const window = steadyWindow(o, meters);
-          const results = await Promise.all(
-            targets.map((url, i) =>
-              // Several URLs need several generator runs; one generator handles one run at a time, so (a) with
-              // several engines uses extra short-lived generators.
-              i === 0
-                ? generator.run({ url, concurrency: share(i), durationMs: o.durationS * 1000, rampMs: o.rampMs, headers })
-                : Generator.start().then(async (extra) => {
-                    try {
-                      return await extra.run({ url, concurrency: share(i), durationMs: o.durationS * 1000, rampMs: o.rampMs, headers });
-                    } finally {
-                      await extra.stop();
-                    }
-                  }),
-            ),
-          );
-          const wallMs = performance.now() - t0;
-          const steadyCpu = await window.done;
-          const m = Object.fromEntries(Object.entries(meters).map(([k, v]) => [k, v.stop()])) as Record<
-            keyof typeof meters,
-            ReturnType<TreeMeter['stop']>
-          >;
-          const streams = results.flatMap((r) => r.streams);
-          const gaps = sortedFloat64(gapsOf(streams));
-          const chunks = streams.reduce((s, r) => s + r.events.length, 0);
-          const errs = errorsOf(streams);
-          const gapSum = summarize(gaps);
-          const per1k = (ms: number) => (chunks ? (ms * 1000) / chunks : NaN);
-          const run: RunSummary = {
-            config,
-            level,
-            streams: streams.length,
-            errors: errs.count,
-            errorSamples: errs.samples,
-            chunks,
-            bytes: streams.reduce((s, r) => s + r.bytes, 0),
-            wallMs: Math.round(wallMs),
-            gaps: roundSummary(gapSum),
-            addedP50: round(gapSum.p50 - tokenMs, 3),
-            addedP99: round(gapSum.p99 - tokenMs, 3),
-            ttft: roundSummary(summarize(sortedFloat64(streams.filter((s) => s.ttftMs >= 0).map((s) => s.ttftMs)))),
-            total: roundSummary(summarize(sortedFloat64(streams.map((s) => s.totalMs)))),
-            cdf: cdfPoints(gaps),
-            cpuMs: {
-              envoy: Math.round(m.envoy.cpuMs),
-              sidecar: Math.round(m.sidecar.cpuMs),
-              engines: Math.round(m.engines.cpuMs),
-              generator: Math.round(m.generator.cpuMs + results.slice(1).reduce((s, r) => s + r.cpuMs, 0)),
-            },
-            cpuPer1kChunks: {
-              envoy: round(per1k(m.envoy.cpuMs), 2),
-              sidecar: round(per1k(m.sidecar.cpuMs), 2),
-              engines: round(per1k(m.engines.cpuMs), 2),
-            },
-            rss: { envoyIdle: m.envoy.idleRss, envoyPeak: m.envoy.peakRss, sidecarIdle: m.sidecar.idleRss, sidecarPeak: m.sidecar.peakRss },
-            sidecarBytesPerStream: Math.round((m.sidecar.peakRss - m.sidecar.idleRss) / level),
-            steady: steadyCpu ? steadySummary(steadyCpu, streams, m.sidecar.cpuMs) : undefined,
-            sidecarProcesses: m.sidecar.processes,
-          };
-          runs.push(run);
-          log(
-            `bench: ${level} streams ${CONFIG_LABEL[config]}: ${run.streams} streams, ${run.errors} errors${errs.samples.length ? ` (${errs.samples.join('; ')})` : ''}, ` +
-              `gap p50 ${f1(run.gaps.p50)} p99 ${f1(run.gaps.p99)} ms, CPU ms envoy ${run.cpuMs.envoy} sidecar ${run.cpuMs.sidecar} engines ${run.cpuMs.engines} generator ${run.cpuMs.generator}, ${run.wallMs} ms`,
-          );
-          await sleep(o.pauseMs);
-        }
+        for (let rnd = 1; rnd <= o.rounds; rnd++)
+          for (const config of o.configs) {
+            const st = stack(config);
+            const meters = {
+              envoy: new TreeMeter(() => [st.envoy.pid]),
+              sidecar: new TreeMeter(() => [st.sidecar.pid]),
+              engines: new TreeMeter(() => engines.map((e) => e.pid)),
+              generator: new TreeMeter(() => [generator.pid]),
+            };
+            Object.values(meters).forEach((m) => m.start());
+            // (a) has one URL per engine process: split the streams over them (what Envoy's balancer does for b, c).
+            const targets = urls[config];
+            const share = (i: number) => Math.floor(level / targets.length) + (i < level % targets.length ? 1 : 0);
+            const t0 = performance.now();
+            const window = steadyWindow(o, meters);
+            const results = await Promise.all(
+              targets.map((url, i) =>
+                // Several URLs need several generator runs; one generator handles one run at a time, so (a) with
+                // several engines uses extra short-lived generators.
+                i === 0
+                  ? generator.run({ url, concurrency: share(i), durationMs: o.durationS * 1000, rampMs: o.rampMs, headers })
+                  : Generator.start().then(async (extra) => {
+                      try {
+                        return await extra.run({ url, concurrency: share(i), durationMs: o.durationS * 1000, rampMs: o.rampMs, headers });
+                      } finally {
+                        await extra.stop();
+                      }
+                    }),
+              ),
+            );
+            const wallMs = performance.now() - t0;
+            const steadyCpu = await window.done;
+            const m = Object.fromEntries(Object.entries(meters).map(([k, v]) => [k, v.stop()])) as Record<
+              keyof typeof meters,
+              ReturnType<TreeMeter['stop']>
+            >;
+            const streams = results.flatMap((r) => r.streams);
+            const gaps = sortedFloat64(gapsOf(streams));
+            const chunks = streams.reduce((s, r) => s + r.events.length, 0);
+            const errs = errorsOf(streams);
+            const gapSum = summarize(gaps);
+            const per1k = (ms: number) => (chunks ? (ms * 1000) / chunks : NaN);
+            const run: RunSummary = {
+              config,
+              level,
+              round: rnd,
+              streams: streams.length,
+              errors: errs.count,
+              errorSamples: errs.samples,
+              chunks,
+              bytes: streams.reduce((s, r) => s + r.bytes, 0),
+              wallMs: Math.round(wallMs),
+              gaps: roundSummary(gapSum),
+              addedP50: round(gapSum.p50 - tokenMs, 3),
+              addedP99: round(gapSum.p99 - tokenMs, 3),
+              ttft: roundSummary(summarize(sortedFloat64(streams.filter((s) => s.ttftMs >= 0).map((s) => s.ttftMs)))),
+              total: roundSummary(summarize(sortedFloat64(streams.map((s) => s.totalMs)))),
+              cdf: cdfPoints(gaps),
+              cpuMs: {
+                envoy: Math.round(m.envoy.cpuMs),
+                sidecar: Math.round(m.sidecar.cpuMs),
+                engines: Math.round(m.engines.cpuMs),
+                generator: Math.round(m.generator.cpuMs + results.slice(1).reduce((s, r) => s + r.cpuMs, 0)),
+              },
+              cpuPer1kChunks: {
+                envoy: round(per1k(m.envoy.cpuMs), 2),
+                sidecar: round(per1k(m.sidecar.cpuMs), 2),
+                engines: round(per1k(m.engines.cpuMs), 2),
+              },
+              rss: {
+                envoyIdle: m.envoy.idleRss,
+                envoyPeak: m.envoy.peakRss,
+                sidecarIdle: m.sidecar.idleRss,
+                sidecarPeak: m.sidecar.peakRss,
+              },
+              sidecarBytesPerStream: Math.round((m.sidecar.peakRss - m.sidecar.idleRss) / level),
+              steady: steadyCpu ? steadySummary(steadyCpu, streams, m.sidecar.cpuMs) : undefined,
+              sidecarProcesses: m.sidecar.processes,
+            };
+            runs.push(run);
+            log(
+              `bench: ${level} streams ${CONFIG_LABEL[config]}: ${run.streams} streams, ${run.errors} errors${errs.samples.length ? ` (${errs.samples.join('; ')})` : ''}, ` +
+                `gap p50 ${f1(run.gaps.p50)} p99 ${f1(run.gaps.p99)} ms, CPU ms envoy ${run.cpuMs.envoy} sidecar ${run.cpuMs.sidecar} engines ${run.cpuMs.engines} generator ${run.cpuMs.generator}, ${run.wallMs} ms` +
+                (st.sink ? `, OTLP exports so far ${st.sink.posts} (${st.sink.bytes} bytes)` : ''),
+            );
+            await sleep(o.pauseMs);
+          }
       }
 
       if (o.recovery > 0) recovery = await runRecovery(o, generator, tokenMs, log);
@@ -923,7 +1108,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
     } else log(`bench: no .cpuprofile written in ${profileDir}`);
   }
 
-  const table = formatTables(runs, recovery, idleMemory, crash);
+  const table = formatTables(runs, recovery, idleMemory, crash, o.tokensPerSecond);
   const targets = evaluateTargets(runs, requestBodyBytes, idleMemory, crash);
   const result: BenchResult = {
     startedAt,
@@ -1147,10 +1332,25 @@ export function histogramQuantileBound(samples: Sample[], name: string, q: numbe
  * first data event of its continuation. From the sidecar: /metrics (polled, and read at the end) and its
  * decision log lines.
  */
-async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) => void): Promise<CrashSummary> {
+/** A variant of the crash run (test/bench/adaptive.ts): engine flags, sidecar variables, hooks around the kill. */
+export interface CrashVariant {
+  engineArgs?: string[];
+  env?: Record<string, string>;
+  /** After the warm-up, before the load: the front URL (calm measurements). */
+  beforeLoad?(url: string): Promise<void>;
+  /** Right after the kill. */
+  onKill?(url: string): void;
+}
+
+export async function runCrash(
+  o: BenchOptions,
+  generator: Generator,
+  log: (l: string) => void,
+  variant: CrashVariant = {},
+): Promise<CrashSummary> {
   const tokenMs = 1000 / o.tokensPerSecond;
   const [r, c] = o.crashAnswer.split(',').map(Number);
-  const engines = await startEngines(o.crashEngines, tokenMs, 'crash-engine');
+  const engines = await startEngines(o.crashEngines, tokenMs, 'crash-engine', variant.engineArgs);
   const ports = (engines as Array<ManagedChild & { port?: number }>).map((e) => e.port as number);
   const [adminPort] = await freePorts(1);
   const decisions = new Map<string, number>();
@@ -1176,29 +1376,33 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
     }
   };
   let gw: Gateway | undefined;
-  const polled = { limit: 0, inFlight: 0 };
+  const polled = { limit: 0, inFlight: 0, limitMinAfterKill: Number.POSITIVE_INFINITY, killed: false };
   const scrape = async (): Promise<Sample[]> => {
     const samples = parseMetrics(
       await (await fetch(`http://127.0.0.1:${adminPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text(),
     );
     polled.limit = Math.max(polled.limit, metricSum(samples, 'gateway_reprefill_limit'));
+    if (polled.killed) polled.limitMinAfterKill = Math.min(polled.limitMinAfterKill, metricSum(samples, 'gateway_reprefill_limit'));
     polled.inFlight = Math.max(polled.inFlight, metricSum(samples, 'gateway_reprefills_in_flight'));
     return samples;
   };
   try {
-    gw = await startGateway(ports, o, { defaults: true, adminPort, onLine });
+    gw = await startGateway(ports, o, { defaults: true, adminPort, onLine, env: variant.env });
     const url = gw.frontUrl;
     log(
       `bench: crash under load: ${o.crash} streams over ${o.crashEngines} engine processes (${ports.join(',')}), sidecar on its defaults (admin :${adminPort}), answer ${o.crashAnswer} at ${o.tokensPerSecond} tokens/s`,
     );
     // Warm-up (JIT, connection pools): short answers, no fault.
     await generator.run({ url, concurrency: 20, durationMs: 0, maxStreams: 40, rampMs: 200, headers: { 'x-fake-answer-tokens': '5,5' } });
+    await variant.beforeLoad?.(url);
     const victim = engines[1];
     let killedAt = NaN;
     const kill = (why: string) => {
       if (!Number.isNaN(killedAt)) return;
       killedAt = performance.timeOrigin + performance.now();
       victim.child.kill('SIGKILL');
+      polled.killed = true;
+      variant.onKill?.(url);
       log(`bench: crash under load: SIGKILL ${victim.name} (pid ${victim.pid}): ${why}`);
     };
     // Normally every stream streams long before this; if some never do, kill anyway halfway through the answers.
@@ -1334,6 +1538,8 @@ async function runCrash(o: BenchOptions, generator: Generator, log: (l: string) 
         queueWaitP99BucketMs: histogramQuantileBound(samples, 'gateway_recovery_wait_seconds', 0.99, { outcome: 'admitted' }) * 1000,
         reprefillsInFlightMax: Math.max(metricSum(samples, 'gateway_reprefills_in_flight_peak'), polled.inFlight),
         reprefillLimitMax: polled.limit,
+        reprefillLimitMinAfterKill: polled.limitMinAfterKill,
+        reprefillLimitAtEnd: metricSum(samples, 'gateway_reprefill_limit'),
         waitingMax,
         recoveryLatency: {
           n: latencyN,

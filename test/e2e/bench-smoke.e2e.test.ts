@@ -46,6 +46,9 @@ describe('benchmark smoke (npm run bench at toy scale)', () => {
         '--out',
         out,
         '--no-docs',
+        // (p) from a dist of its own: this checkout's, so that no build runs here (previous-release.ts builds one).
+        '--previous-dist',
+        path.join(__dirname, '..', '..'),
       ],
       {},
     );
@@ -58,7 +61,7 @@ describe('benchmark smoke (npm run bench at toy scale)', () => {
 
   it('runs every configuration at every level without errors', () => {
     for (const level of [10, 20]) {
-      for (const config of ['a', 'b', 'c'] as const) {
+      for (const config of ['a', 'b', 'n', 'c', 'h', 'p'] as const) {
         const run = result.runs.find((r) => r.level === level && r.config === config);
         expect(run).toBeDefined();
         expect({ level, config, errors: run?.errors, samples: run?.errorSamples }).toEqual({ level, config, errors: 0, samples: [] });
@@ -69,14 +72,22 @@ describe('benchmark smoke (npm run bench at toy scale)', () => {
     }
   });
 
-  it('prints a table with the three configurations and the (c) against (b) comparison', () => {
+  it("prints a table with every configuration, the (c) against (b) comparison and issue 22's table", () => {
     const rows = result.table.split('\n');
     for (const level of ['10', '20']) {
-      for (const config of ['a', 'b', 'c']) {
+      for (const config of ['a', 'b', 'n', 'c', 'h', 'p']) {
         expect(rows.some((r) => new RegExp(`^\\| ${level}\\s+\\| ${config}\\s+\\|`).test(r))).toBe(true);
       }
     }
     expect(result.table).toContain('p99 c-b');
+    // One row per level in issue 22's table, with a native and a previous-release figure.
+    const issue = rows.slice(rows.findIndex((r) => r.startsWith('issue 22:')));
+    for (const level of ['10', '20']) {
+      const row = issue.find((r) => new RegExp(`^\\| ${level}\\s+\\|\\s+1\\s+\\|`).test(r));
+      expect(row).toBeDefined();
+      expect(row?.split('|').map((c) => c.trim())[4]).toMatch(/^\d+\.\d$/);
+      expect(row?.split('|').map((c) => c.trim())[6]).toMatch(/^\d+\.\d$/);
+    }
     expect(result.table).toContain('recovery:');
   });
 
@@ -129,7 +140,7 @@ describe('benchmark smoke (npm run bench at toy scale)', () => {
 
   it('writes the JSON, the table and the SVG chart', () => {
     const json = JSON.parse(fs.readFileSync(path.join(out, 'results.json'), 'utf8'));
-    expect(json.runs).toHaveLength(6);
+    expect(json.runs).toHaveLength(12); // 2 levels x 6 configurations
     expect(json.machine.node).toBe(process.version);
     expect(json.crash.streams).toBe(20);
     expect(fs.readFileSync(path.join(out, 'table.md'), 'utf8')).toContain('| config |');

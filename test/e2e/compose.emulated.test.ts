@@ -9,13 +9,12 @@
 //
 // Skipped, with the reason printed, where network namespaces cannot be made (not Linux, no unshare, no veth).
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { parse } from 'yaml';
 import { repoRoot } from '../../src/stack/envoy-config';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { buildRuntimeImage, type RuntimeImage } from '../support/emulation/image';
-import { canSwitchUid, type ProcessSpec, Sandbox, sandboxUnavailableReason } from '../support/emulation/sandbox';
+import { canSwitchUid, emulationTmpDir, type ProcessSpec, Sandbox, sandboxUnavailableReason } from '../support/emulation/sandbox';
 import { expectOneCompleteStream } from './helpers';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -38,6 +37,13 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
   let url: string;
   const specs = new Map<string, ProcessSpec>();
 
+  // Host files the services use, seen through the sandbox's bind mounts (a checkout under a 0700 directory is
+  // not reachable for uids 1000 and 101): the Node running the tests stands for the image's, the Envoy binary
+  // for the Envoy image's, and each volume's host file.
+  const volumeSource = (v: string): string => path.resolve(DEPLOY, v.split(':')[0]);
+  const volumes = Object.values(services).flatMap((s: any) => (s.volumes ?? []).map(volumeSource));
+  const node = (): string => sb.shared(process.execPath);
+
   const sandboxOf = (name: string): string => {
     const nm = services[name].network_mode as string | undefined;
     return nm?.startsWith('service:') ? nm.slice('service:'.length) : name;
@@ -49,7 +55,7 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
     const basePath = `${path.dirname(process.execPath)}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
     if (s.build) {
       const argv = [...(s.command ?? image.cmd)];
-      if (argv[0] === 'node') argv[0] = process.execPath; // the image's node
+      if (argv[0] === 'node') argv[0] = node(); // the image's node
       return {
         name,
         sandbox: sandboxOf(name),
@@ -63,13 +69,13 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
     // Volumes: the container path in the command stands for the mounted host file.
     const mounts = new Map<string, string>(
       (s.volumes ?? []).map((v: string) => {
-        const [host, container] = v.split(':');
-        return [container, path.resolve(DEPLOY, host)] as [string, string];
+        const container = v.split(':')[1];
+        return [container, sb.shared(volumeSource(v))] as [string, string];
       }),
     );
     const argv = (s.command as string[]).map((a) => mounts.get(a) ?? a);
     expect(argv[0]).toBe('envoy');
-    argv[0] = process.env.ENVOY_BIN!;
+    argv[0] = sb.shared(process.env.ENVOY_BIN!);
     return {
       name,
       sandbox: sandboxOf(name),
@@ -84,7 +90,7 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
     const test: string[] = services[name].healthcheck.test;
     expect(test[0]).toBe('CMD');
     const p = specs.get(name)!;
-    const argv = test.slice(1).map((a, i) => (i === 0 && a === 'node' ? process.execPath : a));
+    const argv = test.slice(1).map((a, i) => (i === 0 && a === 'node' ? node() : a));
     return (await sb.exec({ sandbox: p.sandbox, argv, env: p.env, cwd: p.cwd, uid: p.uid, gid: p.gid, timeoutMs: 3000 })).code;
   }
 
@@ -105,13 +111,15 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
   }
 
   beforeAll(async () => {
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'compose-emulated-'));
+    tmp = emulationTmpDir('compose-emulated-');
     image = buildRuntimeImage(tmp);
     const own = Object.keys(services).filter((n) => sandboxOf(n) === n);
     const published = (services.envoy.ports as string[]).map((p) => Number(p.split(':')[1]));
     sb = await Sandbox.start(
       own.map((n) => ({ name: n, hostnames: [n] })),
       published.map((port) => ({ sandbox: 'envoy', port })),
+      [process.execPath, process.env.ENVOY_BIN!, ...volumes],
+      image.binds,
     );
     for (const n of Object.keys(services)) specs.set(n, processSpec(n));
     // depends_on: the replicas (service_healthy) before Envoy, Envoy before the sidecar.
@@ -142,23 +150,39 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
     // Only what the runtime stage copies.
     expect(fs.readdirSync(image.app).sort()).toEqual(['dist', 'node_modules', 'package-lock.json', 'package.json', 'proto']);
     expect(fs.readdirSync(path.join(image.app, 'dist'))).toEqual(['src']);
-    expect(fs.existsSync(path.join(image.app, 'node_modules', 'jest'))).toBe(false);
-    expect(fs.existsSync(path.join(image.app, 'node_modules', 'pino'))).toBe(true);
+    expect(fs.existsSync(path.join(image.modules, 'jest'))).toBe(false);
+    expect(fs.existsSync(path.join(image.modules, 'pino'))).toBe(true);
   });
 
   test("the healthcheck commands: each replica's, and the image's HEALTHCHECK in the sidecar", async () => {
     expect(await healthcheck('replica-a')).toBe(0);
     expect(await healthcheck('replica-b')).toBe(0);
     const p = specs.get('sidecar')!;
-    const argv = image.healthcheck.map((a, i) => (i === 0 && a === 'node' ? process.execPath : a));
+    const argv = image.healthcheck.map((a, i) => (i === 0 && a === 'node' ? node() : a));
     const r = await sb.exec({ sandbox: p.sandbox, argv, env: p.env, cwd: p.cwd, uid: p.uid, gid: p.gid, timeoutMs: 5000 });
     expect(r).toMatchObject({ code: 0, output: '' });
   });
 
-  // Not emulated here: the fault-header example of docs/deploy.md (`x-fake-fault: crash@30`). The fake engine
-  // counts a fault header per process, so with replicas in separate containers the continuation leg, when it
-  // lands on the other replica, takes the same spec and crashes too (docs/deploy.md). The real SIGKILL below is
-  // the compose demo's kill-a-replica step.
+  test("docs/deploy.md's fault header (x-fake-fault: crash@30), sent three times: each stream crashes and is continued", async () => {
+    // The replicas count a fault script per client request (--fault-scope request): the same curl line crashes
+    // every time, and a one-step script never hits the continuation on the other replica.
+    const body = chatBody({ model: 'fake-model' });
+    const reference = await postChat(url, body, { 'x-request-id': newRequestId('compose-ref-fault') });
+    const succeeded = () =>
+      sb
+        .log('sidecar')
+        .split('\n')
+        .filter((l) => l.includes('"decision":"SUCCEEDED"')).length;
+    const before = succeeded();
+    for (let i = 0; i < 3; i++) {
+      const r = await postChat(url, body, { 'x-fake-fault': 'crash@30', 'x-fake-token-ms': '5' });
+      expectOneCompleteStream(r);
+      expect(r.content).toBe(reference.content);
+    }
+    const t0 = Date.now();
+    while (succeeded() - before < 3 && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 50));
+    expect(succeeded() - before).toBe(3);
+  });
 
   test('kill a replica for real (SIGKILL) while streams run: every client still gets one complete stream', async () => {
     const body = chatBody({ model: 'fake-model' });
@@ -188,6 +212,9 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
       timeoutMs: 5000,
     });
     expect(metrics.output).toMatch(/gateway_recoveries_total\{kind="continuation",outcome="succeeded"\} [1-9]/);
+    // The same from the host, through compose's published admin port (README: the rescued count).
+    const fromHost = await (await fetch(`${sb.url('envoy', 9090)}/metrics`)).text();
+    expect(fromHost).toMatch(/^gateway_request_outcomes_total\{outcome="completed-after-continuation"\} [1-9]/m);
     // docker compose start replica-a
     await sb.startProcess(specs.get('replica-a')!);
     await waitHealthy('replica-a');

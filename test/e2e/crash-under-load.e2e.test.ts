@@ -4,6 +4,7 @@
 // into 503s, or most or all of the pool dies. What every client received is checked against the answer the
 // engine gives uninterrupted (the fake engine's answer is a pure function of the conversation).
 import { answerFor } from '../../src/fake-engine/answer';
+import { REQUEST_OUTCOMES } from '../../src/obs/metric-labels';
 import { reprefillLimit } from '../../src/recovery/admission-policy';
 import { type ClientResult, chatBody, newRequestId, postChat } from '../support/client';
 import { type ReplicaProcess, startReplicaProcesses, stopReplicaProcesses } from '../support/replica-processes';
@@ -14,8 +15,11 @@ jest.setTimeout(120_000);
 
 const STREAMS = 200;
 // 45 tokens at 50 ms: long enough that a failure lands mid-answer, light enough for two shared cores.
-const SIZE = { 'x-fake-answer-tokens': '5,40', 'x-fake-token-ms': '50' };
-const size = { reasoning: 5, content: 40 };
+// 4.75 s an answer: long enough that every stream is still streaming when the fault comes, also on a loaded
+// machine where starting 200 streams takes seconds (a fresh-clone run under other load finished 159 of 200
+// before the kill with 2.25 s answers, and the cases saw nothing to recover).
+const SIZE = { 'x-fake-answer-tokens': '5,90', 'x-fake-token-ms': '50' };
+const size = { reasoning: 5, content: 90 };
 
 let replicas: ReplicaProcess[] = [];
 let stack: TestStack | undefined;
@@ -119,6 +123,21 @@ async function sidecarMetric(s: TestStack, name: string): Promise<number> {
   return m ? Number(m[1]) : NaN;
 }
 
+/**
+ * gateway_request_outcomes_total equals the request_end records, outcome by outcome (issue 21: the counter an
+ * operator alerts on tells what the logs tell).
+ */
+async function expectOutcomeCounterMatchesRecords(s: TestStack, runs: Run[]): Promise<void> {
+  await Promise.all(runs.map(({ id }) => s.waitForEnd(id)));
+  const records: Record<string, number> = {};
+  for (const l of s.logs.filter((x) => x.event === 'request_end')) records[l.outcome] = (records[l.outcome] ?? 0) + 1;
+  const counted: Record<string, number> = {};
+  for (const outcome of new Set([...REQUEST_OUTCOMES, ...Object.keys(records)]))
+    counted[outcome] = await sidecarMetric(s, `gateway_request_outcomes_total\\{outcome="${outcome}"\\}`);
+  expect(counted).toEqual(Object.fromEntries(Object.keys(counted).map((o) => [o, records[o] ?? 0])));
+  expect(Object.values(records).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(runs.length);
+}
+
 const countDecisions = (s: TestStack, decision: string) => s.logs.filter((l) => l.decision === decision).length;
 
 /** The most re-prefills the default settings allow with STREAMS streams in progress (the limit follows them). */
@@ -141,6 +160,7 @@ test(`SIGKILL of one of 4 replicas under ${STREAMS} streams: every stream comple
   expect(countDecisions(s, 'RECOVERY_REFUSED')).toBe(0);
   expect(await sidecarMetric(s, 'gateway_reprefills_in_flight_peak')).toBeLessThanOrEqual(limitAtFullLoad(s));
   expect(s.logs.filter((l) => l.decision === 'ATTEMPT' && l.leg === 2)).toHaveLength(continued);
+  await expectOutcomeCounterMatchesRecords(s, runs);
 });
 
 test(`SIGSTOP (hung replica) of one of 4 under ${STREAMS} streams: stalls are detected, continued on the others, every stream completes`, async () => {
@@ -177,6 +197,7 @@ test(`3 of 4 replicas killed under ${STREAMS} streams: every stream completes or
   expect(await sidecarMetric(s, 'gateway_reprefills_in_flight')).toBe(0);
   expect(await sidecarMetric(s, 'gateway_recoveries_waiting')).toBe(0);
   expect(Math.max(...runs.map((r) => r.ms))).toBeLessThan(60_000);
+  await expectOutcomeCounterMatchesRecords(s, runs);
 });
 
 test(`all 4 replicas killed under ${STREAMS} streams: every stream ends explicitly within seconds, and the engine requests stay bounded`, async () => {

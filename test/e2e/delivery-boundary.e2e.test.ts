@@ -19,13 +19,23 @@ describe('with continuation (MAX_ATTEMPTS=2)', () => {
   test('kill during prefill before any byte: one complete answer after an invisible retry', async () => {
     const id = newRequestId();
     const ref = await uninterrupted(stack, chatBody(), SIZE);
+    // Reset before headers = Envoy's 503 UC: the same attempt is sent once more at once (src/upstream/client.ts).
     const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash-before-headers' });
     expectOneCompleteStream(r);
     expect(r.reasoning + r.content).toBe(ref.reasoning + ref.content);
     const seen = seenFor(stack, id);
-    expect(seen.map((s) => s.headers['x-request-id'])).toEqual([id, `${id}-a2`]);
+    expect(seen.map((s) => s.headers['x-request-id'])).toEqual([id, id]);
     expect(seen.every((s) => !s.continuation)).toBe(true);
-    expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'completed-after-retry', attempt: 2 });
+    expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'completed', attempt: 1 });
+    // Reset twice: the attempt fails, and the retry (MAX_ATTEMPTS 2) completes.
+    resetFaults();
+    const id2 = newRequestId();
+    const fault = 'crash-before-headers;crash-before-headers;-';
+    const r2 = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id2, 'x-fake-fault': fault });
+    expectOneCompleteStream(r2);
+    expect(r2.reasoning + r2.content).toBe(ref.reasoning + ref.content);
+    expect(seenFor(stack, id2).map((s) => s.headers['x-request-id'])).toEqual([id2, id2, `${id2}-a2`]);
+    expect(await stack.waitForEnd(id2)).toMatchObject({ outcome: 'completed-after-retry', attempt: 2 });
   });
 
   test('kill after the engine produced output that was not delivered yet: retry, no fragment reaches the client', async () => {
@@ -161,12 +171,13 @@ describe('leg2 stall bound and buffering modes', () => {
   afterAll(async () => stack?.stop());
   beforeEach(() => resetFaults());
 
-  test('leg2 silent for MAX_STALL_SECONDS: the interruption event, never a hang', async () => {
+  test('leg2 silent after its first bytes: the interruption event on the stall timer, never a hang', async () => {
+    // The stall timer (1 s here) comes before MAX_STALL_SECONDS (2 s); that MAX_STALL_SECONDS also bounds a leg 2
+    // silent before its first bytes is the planner's (test/unit/planner.test.ts).
     const id = newRequestId();
-    const t0 = Date.now();
     const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@10;stall@3' });
-    expectInterruption(r, 'leg2-stall-limit');
-    expect(Date.now() - t0).toBeLessThan(8000);
+    expectInterruption(r, 'leg2-stall');
+    expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'interrupted', reason: 'leg2-stall' });
   });
 
   test('BUFFER_TOOL_CALLS: a tool call arrives whole; a crash inside it continues from the state before it', async () => {
@@ -298,7 +309,9 @@ describe('retry cost: MAX_RECOVERY_PROMPT_TOKENS', () => {
 
   test('a retry of the prompt alone is under the limit: re-run as usual', async () => {
     const id = newRequestId('cheap-retry');
-    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash-before-headers' });
+    // Twice: the first reset before headers is sent once more (503 UC), the second fails the attempt.
+    const fault = 'crash-before-headers;crash-before-headers;-';
+    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': fault });
     expectOneCompleteStream(r);
     expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'completed-after-retry', attempt: 2 });
   });
@@ -306,9 +319,11 @@ describe('retry cost: MAX_RECOVERY_PROMPT_TOKENS', () => {
   test('a prompt over the limit: a failure before the first delta is an HTTP 503, not a retry', async () => {
     const id = newRequestId('costly-retry');
     const long = 'Tell me about continuation, at length and with many details please.';
-    const r = await postChat(stack.url, chatBody({}, long), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash-before-headers' });
+    const fault = 'crash-before-headers;crash-before-headers';
+    const r = await postChat(stack.url, chatBody({}, long), { ...SIZE, 'x-request-id': id, 'x-fake-fault': fault });
     expect(r.status).toBe(503);
     expect(JSON.parse(r.raw).error).toMatchObject({ code: 'recovery_unavailable', retryable: true, reason: 'reset:recovery-too-costly' });
-    expect(seenFor(stack, id)).toHaveLength(1);
+    // The attempt and its one re-send after Envoy's 503 UC; no retry.
+    expect(seenFor(stack, id)).toHaveLength(2);
   });
 });

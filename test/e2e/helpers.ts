@@ -10,6 +10,19 @@ export function seenFor(stack: TestStack, requestId: string): SeenRequest[] {
   return all.filter((r) => (r.headers['x-request-id'] ?? '').startsWith(requestId)).sort((a, b) => a.startedAt - b.startedAt);
 }
 
+/**
+ * Whether the engine saw leg `index` of a request go away, polled: the client can hold the gateway's ending
+ * before the replica's socket has reported the close, so an immediate read races (it failed CI on a busy box).
+ */
+export async function engineSawAbort(stack: TestStack, requestId: string, index: number, timeoutMs = 5000): Promise<boolean> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    if (seenFor(stack, requestId)[index]?.clientAborted) return true;
+    if (Date.now() > until) return false;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 /** The same request without any fault, through the same stack: the reference answer. */
 export async function uninterrupted(stack: TestStack, body: unknown, headers: Record<string, string> = {}): Promise<ClientResult> {
   const clean = { ...headers };

@@ -82,24 +82,26 @@ describe('default timers (headers timeout 60 s, no first-delta timeout, stall ti
     expect(stack.records({ request_id: id, decision: 'TRIGGERED' })).toHaveLength(0);
   });
 
-  test.each([400, 503, 500])('HTTP %i before response headers is passed through unchanged (status and JSON body)', async (status) => {
+  test.each([400, 429, 503, 500])('HTTP %i before response headers is passed through unchanged (status and JSON body)', async (status) => {
     const id = newRequestId(`status${status}`);
-    // A 503 (nothing generated) is re-run by the sidecar, once with MAX_ATTEMPTS=2: both tries answer 503 here.
-    const fault = status === 503 ? 'status@503;status@503' : `status@${status}`;
+    // A 503 (nothing generated) and a 500 (nothing delivered) are re-run by the sidecar, once with MAX_ATTEMPTS=2:
+    // both tries answer the same status here.
+    const rerun = status >= 500;
+    const fault = rerun ? `status@${status};status@${status}` : `status@${status}`;
     const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': fault });
     expect(r.transportError).toBeNull();
     expect(r.status).toBe(status);
     expect(String(r.headers['content-type'])).toContain('application/json');
     expect(JSON.parse(r.raw)).toEqual({ error: { message: `fake-engine injected status ${status}`, type: 'InjectedError', code: status } });
-    // Only a 503 is re-sent (by the sidecar, under MAX_ATTEMPTS; Envoy's egress retries no status): one engine
-    // request per attempt. The last answer reaches the client unchanged.
+    // Only a 5xx (500, 502, 503, 504) is re-sent (by the sidecar, under MAX_ATTEMPTS; Envoy's egress retries no
+    // status): one engine request per attempt. The last answer reaches the client unchanged.
     const seen = seenFor(stack, id);
-    if (status === 503) {
+    if (rerun) {
       expect(seen.map((q) => q.headers['x-request-id'])).toEqual([id, `${id}-a2`]);
       expect(await stack.waitForEnd(id)).toMatchObject({
         outcome: 'failed-before-first-delta',
-        reason: 'overloaded:attempts-exhausted',
-        upstream_status: 503,
+        reason: `${status === 503 ? 'overloaded' : 'server-error'}:attempts-exhausted`,
+        upstream_status: status,
         legs: 2,
         attempt: 2,
       });

@@ -6,13 +6,12 @@
 // then to the sidecar. The router Service's DNS name resolves to a fake engine in its own network namespace.
 // Skipped, with the reason printed, where network namespaces cannot be made.
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { repoRoot } from '../../src/stack/envoy-config';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { buildRuntimeImage, type RuntimeImage } from '../support/emulation/image';
-import { canSwitchUid, type ProcessSpec, Sandbox, sandboxUnavailableReason } from '../support/emulation/sandbox';
+import { canSwitchUid, emulationTmpDir, type ProcessSpec, Sandbox, sandboxUnavailableReason } from '../support/emulation/sandbox';
 import { expectOneCompleteStream } from './helpers';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -61,7 +60,7 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
   }
 
   beforeAll(async () => {
-    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pod-emulated-'));
+    tmp = emulationTmpDir('pod-emulated-');
     image = buildRuntimeImage(tmp);
     configDir = path.join(tmp, 'envoy-config');
     fs.mkdirSync(configDir);
@@ -73,7 +72,11 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
         { name: 'router', hostnames: [routerHost.address] },
       ],
       [{ sandbox: 'pod', port: 8080 }],
+      // The Node and Envoy binaries may be in the checkout, unreachable for the pod's uids: bind-mounted.
+      [process.execPath, process.env.ENVOY_BIN!],
+      image.binds,
     );
+    const node = sb.shared(process.execPath);
     // The router Service: a fake SGLang engine from the same image.
     specs.set('router', {
       name: 'router',
@@ -98,7 +101,7 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
     specs.set('sidecar', {
       name: 'sidecar',
       sandbox: 'pod',
-      argv: (sidecar.command ?? image.cmd).map((a: string, i: number) => (i === 0 && a === 'node' ? process.execPath : a)),
+      argv: (sidecar.command ?? image.cmd).map((a: string, i: number) => (i === 0 && a === 'node' ? node : a)),
       env: { PATH: basePath, HOME: '/tmp', ...image.env, ...envOf(sidecar) },
       cwd: image.app,
       ...(canSwitchUid() ? { uid: sidecar.securityContext.runAsUser, gid: sidecar.securityContext.runAsGroup } : {}),
@@ -107,7 +110,7 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
     specs.set('envoy', {
       name: 'envoy',
       sandbox: 'pod',
-      argv: [process.env.ENVOY_BIN!, ...envoy.args.map(mountPath)],
+      argv: [sb.shared(process.env.ENVOY_BIN!), ...envoy.args.map(mountPath)],
       env: { PATH: basePath, ...envOf(envoy) },
       cwd: tmp,
       ...(canSwitchUid() ? { uid: envoy.securityContext.runAsUser, gid: envoy.securityContext.runAsGroup } : {}),
@@ -153,6 +156,18 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
     expect((await sb.httpGet('pod', 9901, '/ready')).error).toBe('ECONNREFUSED');
     // WORKERS=2 from the manifest: a cluster primary and two workers.
     expect(sb.log('sidecar')).toMatch(/"workers":2/);
+    // Aggregated over the workers, the build is still one series at 1 (issue 21).
+    expect(m.body).toMatch(/^gateway_build_info\{version="[^"]+",node_version="v[^"]+"\} 1$/m);
+  });
+
+  test("Envoy's /stats/prometheus on the ready listener (the pod address); nothing else of its admin interface", async () => {
+    const ready = portOf(envoy, envoy.readinessProbe.httpGet.port);
+    const s = await sb.httpGet('pod', ready, '/stats/prometheus');
+    expect(s.status).toBe(200);
+    expect(s.body).toMatch(/^envoy_cluster_upstream_rq_total\{envoy_cluster_name="router_tier"\} \d+$/m);
+    for (const p of ['/config_dump', '/quitquitquit', '/stats', '/stats/prometheus/x']) {
+      expect([p, (await sb.httpGet('pod', ready, p)).status]).toEqual([p, 404]);
+    }
   });
 
   test('a crash at token 30 is continued into one complete stream', async () => {

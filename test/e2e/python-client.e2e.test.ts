@@ -2,7 +2,7 @@
 // a recovered stream is one ordinary completion, an interruption raises openai.APIError with the
 // machine-readable code. test/python/openai_stream.py does the consuming and prints what the client saw.
 //
-// Needs the project's .venv with openai (scripts/python-deps.sh; .ci/run calls it). When the venv cannot be
+// Needs the project's .venv with openai (scripts/python-deps.sh; jest's global setup runs it). When the venv cannot be
 // made or pip cannot install (no network), the suite is skipped and says why.
 import { execFile, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -72,7 +72,7 @@ function runPythonClient(baseUrl: string, fault: string | undefined, headers: Re
     ...Object.entries(headers).flatMap(([k, v]) => ['--header', `${k}=${v}`]),
   ];
   return new Promise((resolve, reject) => {
-    execFile(PYTHON, args, { timeout: 30_000, encoding: 'utf8' }, (err, stdout, stderr) => {
+    execFile(PYTHON, args, { timeout: 120_000, encoding: 'utf8' }, (err, stdout, stderr) => {
       const line = stdout.trim().split('\n').at(-1) ?? '';
       if (err || !line.startsWith('{')) return reject(new Error(`openai_stream.py failed: ${err?.message ?? ''}\n${stderr}\n${stdout}`));
       resolve(JSON.parse(line));
@@ -99,7 +99,8 @@ suite(`official openai Python client${skipNote}`, () => {
       runPythonClient(enabled.url, 'status@503;status@503;status@503', SIZE),
       runPythonClient(disabled.url, 'crash@5', { ...SIZE, 'x-request-id': ids.interrupted }),
     ]);
-  }, 60_000);
+    // Three Python interpreters importing openai beside two stacks: ~5 s alone, 30+ s on two loaded cores.
+  }, 180_000);
   afterAll(async () => {
     await Promise.all([enabled?.stop(), disabled?.stop()]);
   });

@@ -40,6 +40,8 @@ async function startStack(env: Record<string, string> = {}): Promise<Stack> {
     env: {
       ...clean,
       [PROC_TAG_VAR]: tag,
+      // These tests read the `[stack] ports:` line (the format a terminal gets).
+      STACK_LOG_FORMAT: 'prefixed',
       WORKERS: '2',
       LOG_LEVEL: 'warn',
       STALL_IDLE_TIMEOUT_SECONDS: '60',

@@ -23,32 +23,6 @@ const IMAGE_BODY = {
   ],
 };
 
-describe('Kimi-K3 (XTML prefix)', () => {
-  let stack: TestStack;
-  beforeAll(async () => {
-    stack = await startTestStack({ env: { CONTINUATION_MODEL: 'Kimi-K3' }, engine: { family: 'kimi-k3' } });
-  });
-  afterAll(async () => stack?.stop());
-  beforeEach(() => resetFaults());
-
-  test.each([
-    ['thinking-partial', 'crash@12', '<|open|>think<|sep|>', false],
-    ['content-done', 'crash@45', '<|close|>think<|sep|><|open|>response<|sep|>', true],
-  ])('%s: leg2 carries the XTML prefix and the stitched answer is identical', async (_case, fault, marker, thinkingOff) => {
-    const id = newRequestId();
-    const ref = await uninterrupted(stack, chatBody(), SIZE);
-    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': fault });
-    expectOneCompleteStream(r);
-    expect(r.reasoning).toBe(ref.reasoning);
-    expect(r.content).toBe(ref.content);
-    const leg2 = seenFor(stack, id)[1].body;
-    const prefix: string = leg2.messages.at(-1).content;
-    expect(prefix.startsWith('<|open|>think<|sep|>')).toBe(true);
-    expect(prefix).toContain(marker);
-    expect(leg2.chat_template_kwargs?.thinking === false).toBe(thinkingOff);
-  });
-});
-
 describe('vLLM dialect, mixed with an SGLang continuation router', () => {
   let stack: TestStack;
   beforeAll(async () => {
@@ -192,7 +166,9 @@ describe('TOKENIZE_URL: exact accounting', () => {
       });
       expectOneCompleteStream(r);
       expect(r.usage.continuation).toMatchObject({ method: 'estimate', dialect: null, prompt: 'estimate' });
-      expect(r.usage.continuation.fallback).toBeTruthy();
+      // A stable code, never the exception's text (which names the address: connect ECONNREFUSED 127.0.0.1:9).
+      expect(r.usage.continuation.fallback).toBe('tokenize-unreachable');
+      expect(r.raw).not.toContain('127.0.0.1');
       expect(stack.records({ request_id: id, decision: 'TOKENIZE_FALLBACK' })).toHaveLength(1);
       const end = await stack.waitForEnd(id);
       expect(end).toMatchObject({

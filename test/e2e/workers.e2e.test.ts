@@ -1,6 +1,6 @@
 // WORKERS=2: the sidecar as real processes (a cluster primary and two workers sharing the gRPC port) behind
 // the real Envoy. Recoveries work whichever worker gets the stream, /metrics aggregates the workers, and
-// SIGTERM drains and exits cleanly.
+// SIGTERM drains and exits cleanly. RECOVERY_ADAPTIVE is on: its samples travel to the primary over the IPC.
 import { type ChildProcess, spawn } from 'node:child_process';
 import path from 'node:path';
 import { resetFaults } from '../../src/fake-engine/faults';
@@ -48,6 +48,7 @@ async function startSidecarAndEnvoy(): Promise<void> {
       CONTINUATION_MODEL: 'generic-test',
       STALL_IDLE_TIMEOUT_SECONDS: '1',
       RECOVERY_BUDGET_PERCENT: '100',
+      RECOVERY_ADAPTIVE: 'true',
       LOG_LEVEL: 'warn',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -95,6 +96,23 @@ test('recoveries succeed whichever worker serves them; /metrics sums the workers
   const succeeded = Number(/gateway_recoveries_total\{kind="continuation",outcome="succeeded"\} (\d+)/.exec(text)?.[1]);
   expect(succeeded).toBe(8);
   expect((await fetch(`http://127.0.0.1:${adminPort}/readyz`)).status).toBe(200);
+});
+
+test("RECOVERY_ADAPTIVE: the workers' first tokens and recovery legs reach the primary's limit", async () => {
+  const gauge = async (name: string) => {
+    const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
+    return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
+  };
+  // Reported in batches every 250 ms by each worker.
+  let baseline = 0;
+  for (let i = 0; i < 40 && !(baseline > 0); i++) {
+    baseline = await gauge('gateway_first_token_baseline_seconds');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  expect(baseline).toBeGreaterThan(0);
+  // No stream in progress: the fixed limit would be RECOVERY_MIN_CONCURRENT (3); the 8 recovery legs above
+  // started the adaptive one at 8 (100 % of 8 streams) and it keeps its own value.
+  expect(await gauge('gateway_reprefill_limit')).toBeGreaterThan(3);
 });
 
 test('SIGTERM: the primary drains its workers and exits 0', async () => {

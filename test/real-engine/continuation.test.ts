@@ -15,7 +15,7 @@
 // leg 2's max_tokens must be the original budget minus the engine's count of the delivered text.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { familyFor } from '../../src/recovery/prefix-builders';
+import { designLeg2 } from '../../src/recovery/continuation-request';
 import { repoRoot } from '../../src/stack/envoy-config';
 import { expectOneCompleteStream } from '../e2e/helpers';
 import { type ClientResult, newRequestId } from '../support/client';
@@ -65,8 +65,14 @@ interface Row {
 
 const GENERIC_WRAPPER = '<think></think>';
 /** What the configured family puts before the delivered content when there was no reasoning. */
-const FAMILY = familyFor(process.env.REAL_ENGINE_CONTINUATION_MODEL ?? 'SmolLM2-135M-Instruct');
-const WRAPPER = FAMILY.build('', 'X').slice(0, -1);
+const DESIGN = designLeg2(
+  { messages: [] },
+  { reasoning: '', content: 'X', toolCallsSeen: false },
+  { continuationModel: process.env.REAL_ENGINE_CONTINUATION_MODEL ?? 'SmolLM2-135M-Instruct', engine: 'llamacpp' },
+).design;
+const FAMILY = { name: DESIGN.family?.name };
+/** What the family writes before the delivered content (nothing for `plain`). */
+const WRAPPER = (DESIGN.raw ?? 'X').slice(0, -1);
 const ASSISTANT_OPEN = '<|im_start|>assistant\n';
 
 if ('skip' in located) {

@@ -89,6 +89,13 @@ if ('skip' in located) {
       const results = await Promise.all(runs);
 
       expect(onVictim).toBeGreaterThan(0);
+      // A stream that did not complete: the sidecar's records of it, to tell why.
+      results.forEach((r, k) => {
+        if (r.errors.length > 0 || r.finishReasons.length !== 1)
+          process.stderr.write(
+            `[real-engine] ${ids[k]} did not complete: ${JSON.stringify(stack.logs.filter((l) => l.request_id === ids[k]))}\n`,
+          );
+      });
       for (let k = 0; k < STREAMS; k++) {
         expectOneCompleteStream(results[k]);
         expect(results[k].content.startsWith(atKill[k])).toBe(true);

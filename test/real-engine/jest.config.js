@@ -8,7 +8,7 @@ const root = path.resolve(__dirname, '..', '..');
 
 module.exports = {
   rootDir: root,
-  testEnvironment: 'node',
+  testEnvironment: '<rootDir>/dist/test/support/leak-environment.js',
   roots: ['<rootDir>/dist/test/real-engine'],
   testMatch: ['**/*.test.js'],
   globalSetup: '<rootDir>/dist/test/support/global-setup.js',

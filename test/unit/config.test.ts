@@ -32,11 +32,18 @@ describe('loadConfig: defaults', () => {
       connectTimeoutMs: 30_000,
       upstreamHeadersTimeoutMs: 60_000,
       firstDeltaTimeoutMs: 0,
+      firstDeltaDeadlineMs: 60_000,
       maxAttempts: 2,
+      retryBackoffMs: 250,
+      retryBackoffMaxMs: 5000,
+      retryAfterMaxMs: 10_000,
       recoveryMaxConcurrent: 64,
       recoveryBudgetPercent: 20,
+      recoveryAdaptive: false,
+      recoveryAdaptiveTolerance: 1.5,
       maxContinuationBodyBytes: 10 * 1024 * 1024,
       maxRequestBodyBytes: 100 * 1024 * 1024,
+      maxBodyJsonDepth: 128,
       cjkCharsPerToken: 1.6,
       otherCharsPerToken: 4,
       tokenizeUrl: undefined,
@@ -116,6 +123,7 @@ describe('loadConfig: values', () => {
       FIRST_DELTA_TIMEOUT_SECONDS: '12',
       MAX_CONTINUATION_BODY_MB: '1.5',
       MAX_REQUEST_BODY_MB: '0.001',
+      MAX_BODY_JSON_DEPTH: '64',
     });
     expect(c).toMatchObject({
       stallIdleTimeoutMs: 500,
@@ -125,6 +133,7 @@ describe('loadConfig: values', () => {
       firstDeltaTimeoutMs: 12_000,
       maxContinuationBodyBytes: 1_572_864,
       maxRequestBodyBytes: 1048,
+      maxBodyJsonDepth: 64,
     });
   });
 
@@ -138,6 +147,8 @@ describe('loadConfig: values', () => {
       MAX_ATTEMPTS: '3',
       RECOVERY_MAX_CONCURRENT: '0',
       RECOVERY_BUDGET_PERCENT: '12.5',
+      RECOVERY_ADAPTIVE: 'on',
+      RECOVERY_ADAPTIVE_TOLERANCE: '3',
       CJK_CHARS_PER_TOKEN: '1.2',
       OTHER_CHARS_PER_TOKEN: '3.5',
       BUFFER_TOOL_CALLS: 'YES',
@@ -156,6 +167,8 @@ describe('loadConfig: values', () => {
       maxAttempts: 3,
       recoveryMaxConcurrent: 0,
       recoveryBudgetPercent: 12.5,
+      recoveryAdaptive: true,
+      recoveryAdaptiveTolerance: 3,
       cjkCharsPerToken: 1.2,
       otherCharsPerToken: 3.5,
       bufferToolCalls: true,
@@ -197,6 +210,20 @@ describe('loadConfig: values', () => {
   });
 });
 
+describe('loadConfig: failures before the first delta', () => {
+  it('the deadline, the backoff and the Retry-After bound, in seconds; 0 = no backoff, no Retry-After waited', () => {
+    expect(
+      loadConfig({
+        ...BASE,
+        FIRST_DELTA_DEADLINE_SECONDS: '12.5',
+        RETRY_BACKOFF_SECONDS: '0',
+        RETRY_BACKOFF_MAX_SECONDS: '2',
+        RETRY_AFTER_MAX_SECONDS: '0',
+      }),
+    ).toMatchObject({ firstDeltaDeadlineMs: 12_500, retryBackoffMs: 0, retryBackoffMaxMs: 2000, retryAfterMaxMs: 0 });
+  });
+});
+
 describe('loadConfig: errors', () => {
   it('DOWNSTREAM_URL is required', () => {
     expect(problems({})).toEqual(['config error: DOWNSTREAM_URL is required']);
@@ -215,6 +242,11 @@ describe('loadConfig: errors', () => {
     ['TOKENIZE_DIALECT', 'llama'],
     ['CONTINUATION_ENABLED', 'maybe'],
     ['CONTINUATION_ENABLED', '2'],
+    ['RECOVERY_ADAPTIVE', 'auto'],
+    ['RECOVERY_ADAPTIVE_TOLERANCE', '0.5'],
+    ['RECOVERY_ADAPTIVE_TOLERANCE', '0'],
+    ['RECOVERY_ADAPTIVE_TOLERANCE', 'x'],
+    ['RECOVERY_ADAPTIVE_TOLERANCE', '101'],
     ['STALL_IDLE_TIMEOUT_SECONDS', 'abc'],
     ['STALL_IDLE_TIMEOUT_SECONDS', '0'],
     ['STALL_IDLE_TIMEOUT_SECONDS', '-1'],
@@ -228,14 +260,27 @@ describe('loadConfig: errors', () => {
     ['UPSTREAM_HEADERS_TIMEOUT_SECONDS', '3000000'],
     ['FIRST_DELTA_TIMEOUT_SECONDS', '-1'],
     ['FIRST_DELTA_TIMEOUT_SECONDS', '99999999'],
+    ['FIRST_DELTA_DEADLINE_SECONDS', '0'],
+    ['FIRST_DELTA_DEADLINE_SECONDS', '-60'],
+    ['FIRST_DELTA_DEADLINE_SECONDS', '99999999'],
+    ['FIRST_DELTA_DEADLINE_SECONDS', 'a minute'],
     ['MAX_ATTEMPTS', '0'],
     ['MAX_ATTEMPTS', '1.5'],
+    ['RETRY_BACKOFF_SECONDS', '-0.1'],
+    ['RETRY_BACKOFF_SECONDS', '250ms'],
+    ['RETRY_BACKOFF_MAX_SECONDS', '-1'],
+    ['RETRY_BACKOFF_MAX_SECONDS', '99999999'],
+    ['RETRY_AFTER_MAX_SECONDS', '-1'],
+    ['RETRY_AFTER_MAX_SECONDS', 'never'],
     ['RECOVERY_MAX_CONCURRENT', '-1'],
     ['RECOVERY_MAX_CONCURRENT', '2.5'],
     ['RECOVERY_BUDGET_PERCENT', '-1'],
     ['RECOVERY_BUDGET_PERCENT', '20%'],
     ['MAX_CONTINUATION_BODY_MB', '0'],
     ['MAX_REQUEST_BODY_MB', 'big'],
+    ['MAX_BODY_JSON_DEPTH', '0'],
+    ['MAX_BODY_JSON_DEPTH', '64.5'],
+    ['MAX_BODY_JSON_DEPTH', '5000'],
     ['CJK_CHARS_PER_TOKEN', '0'],
     ['OTHER_CHARS_PER_TOKEN', '-4'],
     ['BUFFER_TOOL_CALLS', 'on-ish'],

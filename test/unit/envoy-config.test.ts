@@ -9,6 +9,7 @@ import {
   DEMO_ENVOY_OPTIONS,
   type EnvoyConfigOptions,
   EXT_PROC_STREAMS_PER_CONNECTION,
+  extProcEndpointsJson,
   renderEnvoyConfig,
   renderEnvoyConfigJson,
   repoRoot,
@@ -58,6 +59,12 @@ const seconds = (d: string): number => {
   return Number(d.slice(0, -1));
 };
 
+/** Envoy checks at load that an endpoints file exists: one with no endpoint yet, as `npm run stack` starts. */
+const EDS_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'envoy-config-eds-'));
+const EDS_FILE = path.join(EDS_DIR, 'ext_proc.json');
+fs.writeFileSync(EDS_FILE, extProcEndpointsJson(1));
+afterAll(() => fs.rmSync(EDS_DIR, { recursive: true, force: true }));
+
 describe('renderEnvoyConfig passes `envoy --mode validate`', () => {
   const cases: Array<[string, EnvoyConfigOptions]> = [
     ['single router endpoint', base],
@@ -99,6 +106,22 @@ describe('renderEnvoyConfig passes `envoy --mode validate`', () => {
       },
     ],
     ['gRPC health check on the sidecar', { ...base, extProcHealthCheck: 'grpc' }],
+    // The bench's configuration (h): ext_proc on the front listener itself (measuring only, docs/envoy.md (g)).
+    ['without the memory-cap chat hop', { ...base, chatHop: false }],
+    [
+      // `npm run stack`: every port ephemeral, the sidecar's endpoint from a file written later.
+      'ephemeral ports, ext_proc endpoint from a file',
+      {
+        ...base,
+        listenPort: 0,
+        adminPort: 0,
+        egressPort: 0,
+        continuationEgressPort: 0,
+        continuationTier: [{ host: '127.0.0.1', port: 18095 }],
+        extProcEndpointsFile: EDS_FILE,
+        extProcHealthCheck: 'grpc',
+      },
+    ],
   ];
   it.each(cases)('%s', async (name, o) => {
     const r = await validate(o, name.replace(/\W+/g, '-'));
@@ -347,7 +370,9 @@ describe('renderEnvoyConfig content', () => {
 
   it('rejects bad options with a clear message', () => {
     expect(() => renderEnvoyConfig({ ...base, routerTier: [] })).toThrow(/routerTier/);
-    expect(() => renderEnvoyConfig({ ...base, listenPort: 0 })).toThrow(/listenPort/);
+    expect(() => renderEnvoyConfig({ ...base, listenPort: -1 })).toThrow(/listenPort/);
+    expect(() => renderEnvoyConfig({ ...base, extProcPort: 0 })).toThrow(/extProcPort/);
+    expect(() => renderEnvoyConfig({ ...base, extProcEndpointsFile: 'relative/eds.json' })).toThrow(/absolute/);
     expect(() => renderEnvoyConfig({ ...base, egressPort: base.listenPort })).toThrow(/distinct/);
     expect(() => renderEnvoyConfig({ ...base, continuationEgressPort: 18002 })).toThrow(/continuationTier/);
     expect(() => renderEnvoyConfig({ ...base, maxStallSeconds: 0 })).toThrow(/maxStallSeconds/);
@@ -368,4 +393,21 @@ describe('ext_proc side stream close', () => {
     const cfg = renderEnvoyConfig(DEMO_ENVOY_OPTIONS) as any;
     expect(JSON.stringify(cfg)).not.toContain('ext_proc_graceful_grpc_close');
   });
+});
+
+test('chatHop: false puts ext_proc on the front listener and keeps it off the passthrough route', () => {
+  const cfg = renderEnvoyConfig({ ...base, chatHop: false }) as any;
+  const names = cfg.static_resources.listeners.map((l: any) => l.name);
+  expect(names).not.toContain('front_chat');
+  expect(cfg.static_resources.clusters.map((c: any) => c.name)).not.toContain('front_chat');
+  const front = cfg.static_resources.listeners.find((l: any) => l.name === 'front');
+  const hcm = front.filter_chains[0].filters[0].typed_config;
+  expect(hcm.http_filters.map((f: any) => f.name)).toEqual(['envoy.filters.http.ext_proc', 'envoy.filters.http.router']);
+  const [chat, passthrough] = hcm.route_config.virtual_hosts[0].routes;
+  expect(chat.route.cluster).toBe('router_tier');
+  expect(chat.typed_per_filter_config).toBeUndefined();
+  expect(passthrough.typed_per_filter_config['envoy.filters.http.ext_proc'].disabled).toBe(true);
+  // The default is the hop.
+  const dflt = renderEnvoyConfig(base) as any;
+  expect(dflt.static_resources.listeners.map((l: any) => l.name)).toContain('front_chat');
 });

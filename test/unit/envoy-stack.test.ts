@@ -71,6 +71,8 @@ function startStack(env: NodeJS.ProcessEnv): Stack {
     env: {
       ...clean,
       ENVOY_BIN: envoyBin,
+      // These tests read `[name] line` (the format a terminal gets); demo.e2e reads the piped JSON lines.
+      STACK_LOG_FORMAT: 'prefixed',
       STACK_SIDECAR_MAIN: path.join(dir, 'sidecar.js'),
       STACK_FAKE_ENGINE_MAIN: path.join(dir, 'engine.js'),
       // The stand-in sidecar is a plain TCP listener, not a gRPC health server.

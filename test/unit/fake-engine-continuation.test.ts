@@ -1,47 +1,24 @@
-// Continuation legs: whatever cut point and prefix family, leg 1 + leg 2 must equal the uninterrupted
-// answer byte for byte, and a wrong prefix must fail loudly.
-import { answerFor, promptTokenCount } from '../../src/fake-engine/answer';
+// The fake engine speaking a family: whatever the cut, a continuation request built by the gateway's own
+// planner (planContinuationRequest) must make leg 1 + leg 2 equal the uninterrupted answer byte for byte, and a
+// request that does not continue this answer must fail loudly. What the family formats and parser splits look
+// like is the family table's and family-speech.ts's; that they match the real templates and SGLang's parsers is
+// test/unit/family-fidelity.test.ts.
 import { resetFaults } from '../../src/fake-engine/faults';
-import { type Dialect, type FakeEngine, type PrefixFamily, startFakeEngine } from '../../src/fake-engine/server';
+import { type Dialect, type FakeEngine, startFakeEngine } from '../../src/fake-engine/server';
 import { postJson, sseChunks } from '../../src/fake-engine/sse-client';
-import { tokenize } from '../../src/fake-engine/tokens';
+import { planContinuationRequest } from '../../src/recovery/continuation-request';
 
 const messages = [
   { role: 'system', content: 'You are terse.' },
   { role: 'user', content: 'Explain continuation 你好 🙂' },
 ];
 const SIZE = { 'x-fake-answer-tokens': '30,40' };
-const full = answerFor(messages, { reasoning: 30, content: 40 });
-const FULL_R = full.reasoningTokens.join('');
-const FULL_C = full.contentTokens.join('');
-
-function buildPrefix(family: PrefixFamily, reasoning: string, content: string, openTag = true): string {
-  // Same construction as the reference gateway (reconstruct.py).
-  if (family === 'kimi-k3') {
-    const open = openTag ? '<|open|>think<|sep|>' : '';
-    return content ? `${open}${reasoning}<|close|>think<|sep|><|open|>response<|sep|>${content}` : `${open}${reasoning}`;
-  }
-  const open = openTag ? '<think>' : '';
-  return content ? `${open}${reasoning}</think>${content}` : `${open}${reasoning}`;
-}
-
-function continuationBody(prefix: string, content: string, extra: Record<string, unknown> = {}) {
-  return {
-    model: 'kimi-k3',
-    stream: true,
-    stream_options: { include_usage: true },
-    messages: [...messages, { role: 'assistant', content: prefix }],
-    continue_final_message: true,
-    add_generation_prompt: false,
-    ...(content ? { chat_template_kwargs: { thinking: false } } : {}),
-    ...extra,
-  };
-}
+const FAMILIES = ['generic', 'kimi-k3', 'qwen3', 'gpt-oss', 'deepseek-r1', 'glm-4.6'];
 
 const engines: Record<string, FakeEngine> = {};
 beforeAll(async () => {
   for (const dialect of ['sglang', 'vllm'] as Dialect[]) {
-    for (const family of ['generic', 'kimi-k3'] as PrefixFamily[]) {
+    for (const family of FAMILIES) {
       engines[`${dialect}/${family}`] = await startFakeEngine({ name: `${dialect}-${family}`, dialect, family, tokenIntervalMs: 0 });
     }
   }
@@ -51,119 +28,112 @@ afterAll(async () => {
 });
 beforeEach(() => resetFaults());
 
-const cuts: [string, number, number][] = [
-  ['inside reasoning (1 token)', 1, 0],
-  ['inside reasoning', 17, 0],
-  ['reasoning complete, content not started', 30, 0],
-  ['first content token', 30, 1],
-  ['inside content', 30, 23],
-  ['one content token left', 30, 39],
-];
-
-describe.each(['sglang', 'vllm'] as Dialect[])('%s', (dialect) => {
-  const rField = dialect === 'sglang' ? 'reasoning_content' : 'reasoning';
-  describe.each(['generic', 'kimi-k3'] as PrefixFamily[])('%s prefix', (family) => {
-    const engine = () => engines[`${dialect}/${family}`];
-
-    it.each(cuts)('continues %s byte-identically', async (_label, r, c) => {
-      for (const openTag of [true, false]) {
-        const reasoning = full.reasoningTokens.slice(0, r).join('');
-        const content = full.contentTokens.slice(0, c).join('');
-        const prefix = buildPrefix(family, reasoning, content, openTag);
-        const res = await postJson(`${engine().url}/v1/chat/completions`, continuationBody(prefix, content), SIZE);
-        expect(res.status).toBe(200);
-        const chunks = sseChunks(res);
-        expect(chunks[0].choices[0].delta).toEqual({ role: 'assistant', content: '' });
-        const r2 = chunks.map((ch) => ch.choices[0]?.delta?.[rField] ?? '').join('');
-        const c2 = chunks.map((ch) => ch.choices[0]?.delta?.content ?? '').join('');
-        expect(Buffer.from(reasoning + r2)).toEqual(Buffer.from(FULL_R));
-        expect(Buffer.from(content + c2)).toEqual(Buffer.from(FULL_C));
-        expect(res.data[res.data.length - 1]).toBe('[DONE]');
-        const emitted = 70 - r - c;
-        expect(chunks[chunks.length - 1].usage).toMatchObject({
-          prompt_tokens: promptTokenCount(messages) + tokenize(prefix).length,
-          completion_tokens: emitted,
-        });
-        expect(chunks.length).toBe(1 + emitted + 2);
-        const seen = engine().requests[engine().requests.length - 1];
-        expect(seen.continuation).toBe(true);
-      }
-    });
-
-    it('rejects a prefix that is not this answer', async () => {
-      const bad = [
-        buildPrefix(family, 'Nope, different', ''),
-        buildPrefix(family, full.reasoningTokens.slice(0, 20).join(''), full.contentTokens.slice(0, 3).join('')),
-        buildPrefix(family, FULL_R, 'Different content'),
-      ];
-      for (const prefix of bad) {
-        const res = await postJson(`${engine().url}/v1/chat/completions`, continuationBody(prefix, ''), SIZE);
-        expect(res.status).toBe(400);
-        expect(JSON.parse(res.text)).toEqual({
-          error: { message: "fake-engine: continuation prefix does not match this engine's answer", type: 'BadRequestError', code: 400 },
-        });
-      }
-    });
-
-    it('rejects thinking disabled while the reasoning is incomplete', async () => {
-      const prefix = buildPrefix(family, full.reasoningTokens.slice(0, 10).join(''), '');
-      const body = { ...continuationBody(prefix, ''), chat_template_kwargs: { thinking: false } };
-      const res = await postJson(`${engine().url}/v1/chat/completions`, body, SIZE);
-      expect(res.status).toBe(400);
-    });
-  });
+// The R1 distills' template (llama.cpp's copy) closes the think block unless enable_thinking is set.
+const THINKING: Record<string, Record<string, unknown>> = { 'deepseek-r1': { chat_template_kwargs: { enable_thinking: true } } };
+const fieldOf = (dialect: Dialect) => (dialect === 'sglang' ? 'reasoning_content' : 'reasoning');
+const text = (chunks: any[], field: string) => chunks.map((ch) => ch.choices[0]?.delta?.[field] ?? '').join('');
+const body = (extra: Record<string, unknown> = {}) => ({
+  model: 'm',
+  stream: true,
+  stream_options: { include_usage: true },
+  messages,
+  ...extra,
 });
 
-describe('thinking-off originals', () => {
-  it('continue content when the original never reasoned', async () => {
-    const e = engines['sglang/generic'];
-    const content = full.contentTokens.slice(0, 12).join('');
-    for (const prefix of [content, `<think></think>${content}`]) {
-      const res = await postJson(`${e.url}/v1/chat/completions`, continuationBody(prefix, content), SIZE);
-      expect(res.status).toBe(200);
-      const chunks = sseChunks(res);
-      expect(chunks.map((ch) => ch.choices[0]?.delta?.reasoning_content ?? '').join('')).toBe('');
-      expect(content + chunks.map((ch) => ch.choices[0]?.delta?.content ?? '').join('')).toBe(FULL_C);
-    }
+describe.each(['sglang', 'vllm'] as Dialect[])('%s', (dialect) => {
+  describe.each(FAMILIES)('%s', (family) => {
+    const engine = () => engines[`${dialect}/${family}`];
+
+    it('continues byte-identically after every streamed chunk the family can continue on this engine', async () => {
+      const original = body(THINKING[family]);
+      const full = sseChunks(await postJson(`${engine().url}/v1/chat/completions`, original, SIZE));
+      const tokenChunks = full.filter((c) => c.choices?.length && (c.choices[0].delta?.content || c.choices[0].delta?.[fieldOf(dialect)]));
+      const want = { reasoning: text(full, fieldOf(dialect)), content: text(full, 'content') };
+      expect(want.content.length).toBeGreaterThan(0);
+      let continued = 0;
+      for (let k = 1; k < tokenChunks.length; k++) {
+        const delivered = { reasoning: text(tokenChunks.slice(0, k), fieldOf(dialect)), content: text(tokenChunks.slice(0, k), 'content') };
+        const plan = planContinuationRequest(
+          original,
+          { ...delivered, toolCallsSeen: false },
+          { continuationModel: family, engine: dialect, rates: { cjk: 1.6, other: 4 } },
+        );
+        if (plan.kind === 'skip') {
+          expect(plan.reason).toBe('continuation-unsupported');
+          continue;
+        }
+        const res = await postJson(`${engine().url}/v1/chat/completions`, plan.body, SIZE);
+        expect(res.status).toBe(200);
+        let leg2 = sseChunks(res);
+        if (plan.design.shape.split === 'harmony') {
+          // gpt-oss on SGLang: raw text; the gateway's split is exercised end to end in the fault matrix.
+          expect(plan.body.separate_reasoning).toBe(false);
+          const { HarmonySplit } = await import('../../src/recovery/harmony-split');
+          const h = new HarmonySplit(plan.design.phase);
+          leg2 = leg2.map((c) => {
+            const p = h.feed(c.choices?.[0]?.delta?.content ?? '');
+            if ('error' in p) throw new Error(p.error);
+            return { choices: [{ delta: { content: p.content, [fieldOf(dialect)]: p.reasoning } }] };
+          });
+        }
+        expect(delivered.reasoning + text(leg2, fieldOf(dialect))).toBe(want.reasoning);
+        expect(delivered.content + text(leg2, 'content')).toBe(want.content);
+        continued++;
+      }
+      // Every family continues somewhere on SGLang; on vLLM only the ones whose template renders a cut exactly.
+      if (dialect === 'sglang' || ['generic', 'qwen3', 'deepseek-r1', 'glm-4.6'].includes(family)) expect(continued).toBeGreaterThan(0);
+    });
+
+    it('rejects a continuation that is not this answer', async () => {
+      const res = await postJson(
+        `${engine().url}/v1/chat/completions`,
+        {
+          ...body(),
+          messages: [...messages, { role: 'assistant', content: 'Nope, something else entirely' }],
+          continue_final_message: true,
+          add_generation_prompt: false,
+        },
+        SIZE,
+      );
+      expect(res.status).toBe(400);
+      expect(JSON.parse(res.text).error.message).toBe("fake-engine: continuation prefix does not match this engine's answer");
+    });
   });
 });
 
 describe('add_generation_prompt', () => {
-  const prefix = buildPrefix('generic', full.reasoningTokens.slice(0, 5).join(''), '');
+  const cont = (extra: Record<string, unknown>) => ({
+    ...body(),
+    messages: [...messages, { role: 'assistant', content: '<think>Okay' }],
+    continue_final_message: true,
+    ...extra,
+  });
   it('vllm refuses continue_final_message unless add_generation_prompt is false', async () => {
-    const e = engines['vllm/generic'];
     for (const agp of [undefined, true]) {
-      const res = await postJson(`${e.url}/v1/chat/completions`, continuationBody(prefix, '', { add_generation_prompt: agp }), SIZE);
+      const res = await postJson(`${engines['vllm/generic'].url}/v1/chat/completions`, cont({ add_generation_prompt: agp }), SIZE);
       expect(res.status).toBe(400);
       expect(JSON.parse(res.text).error.message).toMatch(/continue_final_message and add_generation_prompt cannot both be true/);
     }
   });
-  it('sglang ignores it', async () => {
-    const res = await postJson(
-      `${engines['sglang/generic'].url}/v1/chat/completions`,
-      continuationBody(prefix, '', { add_generation_prompt: true }),
-      SIZE,
-    );
-    expect(res.status).toBe(200);
-  });
 });
 
 describe('crash then continue on another replica', () => {
-  it('stitches leg 1 (crashed at token 12) and leg 2 into the full answer', async () => {
-    const a = engines['sglang/kimi-k3'];
-    const b = engines['vllm/kimi-k3'];
-    const body = { model: 'kimi-k3', stream: true, stream_options: { include_usage: true }, messages };
-    const faults = { ...SIZE, 'x-fake-fault': 'crash@35;-' };
-    const leg1 = await postJson(`${a.url}/v1/chat/completions`, body, faults);
+  it('stitches leg 1 (crashed at token 12) and leg 2 into the full answer (qwen3, SGLang)', async () => {
+    const a = engines['sglang/qwen3'];
+    const full = sseChunks(await postJson(`${a.url}/v1/chat/completions`, body(), SIZE));
+    const leg1 = await postJson(`${a.url}/v1/chat/completions`, body(), { ...SIZE, 'x-fake-fault': 'crash@12;-' });
     expect(leg1.error).toBeDefined();
     const c1 = sseChunks(leg1);
-    const r = c1.map((ch) => ch.choices[0]?.delta?.reasoning_content ?? '').join('');
-    const c = c1.map((ch) => ch.choices[0]?.delta?.content ?? '').join('');
-    expect(c1.length).toBe(36);
-    const leg2 = await postJson(`${b.url}/v1/chat/completions`, continuationBody(buildPrefix('kimi-k3', r, c), c), faults);
-    const c2 = sseChunks(leg2);
-    expect(r + c2.map((ch) => ch.choices[0]?.delta?.reasoning ?? '').join('')).toBe(FULL_R);
-    expect(c + c2.map((ch) => ch.choices[0]?.delta?.content ?? '').join('')).toBe(FULL_C);
-    expect(b.requests[b.requests.length - 1].fault).toBeUndefined();
+    const delivered = { reasoning: text(c1, 'reasoning_content'), content: text(c1, 'content') };
+    const plan = planContinuationRequest(
+      body(),
+      { ...delivered, toolCallsSeen: false },
+      { continuationModel: 'Qwen/Qwen3-32B', engine: 'sglang', rates: { cjk: 1.6, other: 4 } },
+    );
+    if (plan.kind !== 'send') throw new Error(plan.reason);
+    expect(plan.body.messages.at(-1).content.startsWith('<think>\n')).toBe(true);
+    const c2 = sseChunks(await postJson(`${a.url}/v1/chat/completions`, plan.body, { ...SIZE, 'x-fake-fault': 'crash@12;-' }));
+    expect(delivered.reasoning + text(c2, 'reasoning_content')).toBe(text(full, 'reasoning_content'));
+    expect(delivered.content + text(c2, 'content')).toBe(text(full, 'content'));
   });
 });

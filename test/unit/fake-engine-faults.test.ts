@@ -1,7 +1,7 @@
 // Every injected fault, observed from the client side the way a gateway would see it, plus the shared
 // registry, client-abort tracking and a prompt close() with hung requests.
 import net from 'node:net';
-import { resetFaults } from '../../src/fake-engine/faults';
+import { baseRequestId, resetFaults, takeFault } from '../../src/fake-engine/faults';
 import { type FakeEngine, type SeenRequest, startFakeEngine } from '../../src/fake-engine/server';
 import { postJson, sseChunks } from '../../src/fake-engine/sse-client';
 
@@ -214,5 +214,40 @@ describe('close()', () => {
     expect(h.error).toBeDefined();
     expect(s.error).toBeDefined();
     expect(e.requests.every((r) => !r.clientAborted)).toBe(true);
+  });
+});
+
+describe('status@CODE:SECONDS and the request scope', () => {
+  it('status@503:2 answers 503 with Retry-After: 2; status@429 without one', async () => {
+    const r = await chat(a, 'status@503:2');
+    expect(r.status).toBe(503);
+    expect(r.headers['retry-after']).toBe('2');
+    const r2 = await chat(a, 'status@429');
+    expect(r2.status).toBe(429);
+    expect(r2.headers['retry-after']).toBeUndefined();
+  });
+
+  it('header scope: a one-step script is spent after one request; request scope: every client request runs it afresh', async () => {
+    expect(takeFault('crash@3')).toMatchObject({ kind: 'crash', at: 3 });
+    expect(takeFault('crash@3')).toBeUndefined();
+    for (const id of ['r1', 'r2', 'r3']) expect(takeFault('crash@3', false, id)).toMatchObject({ kind: 'crash' });
+    // the gateway's legs of one request share its script: a retry (-a2) and the continuation (-c1)
+    expect(takeFault('status@503;crash@2;eof@1', false, 'r9')).toMatchObject({ kind: 'status' });
+    expect(takeFault('status@503;crash@2;eof@1', false, 'r9-a2')).toMatchObject({ kind: 'crash' });
+    expect(takeFault('status@503;crash@2;eof@1', true, 'r9-c1')).toMatchObject({ kind: 'eof' });
+    expect(takeFault('crash@3', true, 'r10-c1')).toBeUndefined(); // a one-step script never hits the continuation
+    expect(baseRequestId('2f1c0e7a-9b7d-4c1e-a6f3-0b1c2d3e4f5a')).toBe('2f1c0e7a-9b7d-4c1e-a6f3-0b1c2d3e4f5a');
+  });
+
+  it('an engine started with faultScope request crashes each request sending the same header', async () => {
+    const e = await startFakeEngine({ name: 'scoped', tokenIntervalMs: 1, faultScope: 'request' });
+    try {
+      for (const id of ['x1', 'x2']) {
+        const r = await chat(e, 'crash@2', { 'x-request-id': id });
+        expect(r.error?.code).toBe('ECONNRESET');
+      }
+    } finally {
+      await e.close();
+    }
   });
 });

@@ -1,9 +1,10 @@
 import { DONE_EVENT, INTERRUPTION_CODE, interruptionEvent, interruptionPayload } from '../../src/recovery/interruption';
+import type { InterruptReason } from '../../src/recovery/reasons';
 import { SseParser } from '../../src/sse/parser';
 import { StreamTracker } from '../../src/sse/tracker';
 
 describe('interruptionEvent', () => {
-  const info = { requestId: 'req-123', deliveredOutputTokens: 57, reason: 'leg2-reset' };
+  const info = { requestId: 'req-123', deliveredOutputTokens: 57, reason: 'leg2-reset' as const };
 
   it('is exactly one data event with the error object, then data: [DONE]', () => {
     const bytes = interruptionEvent(info).toString('utf8');
@@ -31,7 +32,9 @@ describe('interruptionEvent', () => {
   });
 
   it('an absent request id is null, not missing', () => {
-    const p = interruptionPayload({ requestId: undefined, deliveredOutputTokens: 0, reason: 'x' }) as { error: Record<string, unknown> };
+    const p = interruptionPayload({ requestId: undefined, deliveredOutputTokens: 0, reason: 'leg2-eof' }) as {
+      error: Record<string, unknown>;
+    };
     expect(p.error).toHaveProperty('request_id', null);
   });
 
@@ -42,7 +45,8 @@ describe('interruptionEvent', () => {
   });
 
   it('a reason with newlines and quotes still gives one data line per event', () => {
-    const reason = 'weird\r\n"reason"\nline\u2028';
+    // Not a code the gateway sends: the encoding alone is under test.
+    const reason = 'weird\r\n"reason"\nline\u2028' as InterruptReason;
     const bytes = interruptionEvent({ ...info, reason });
     const evs = new SseParser().push(bytes);
     expect(evs).toHaveLength(2);

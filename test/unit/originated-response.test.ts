@@ -2,136 +2,11 @@
 // (legs scripted chunk by chunk), real admission and real (short) timers. Each case runs in milliseconds
 // and follows one path of the state machine end to end: commit, retry, continuation, interruption,
 // shutdown, client gone.
-import { loadConfig } from '../../src/config/env';
-import { createLogger } from '../../src/obs/logger';
-import { Metrics } from '../../src/obs/metrics';
-import { AdmissionAuthority, admissionSettings } from '../../src/recovery/admission';
-import type { GatewayContext } from '../../src/stream/context';
-import { OriginatedResponse } from '../../src/stream/originated-response';
+import type { AdmissionAuthority } from '../../src/recovery/admission';
 import { IllegalTransitionError } from '../../src/stream/request-state';
-import { type LegAbort, LegOpenError, type LegResponse } from '../../src/upstream/client';
-import { LegBody } from '../../src/upstream/leg-body';
+import { LegOpenError } from '../../src/upstream/client';
 import { reassemble } from '../support/client';
-
-/** What Envoy would pass on to the client. */
-class FakeStream {
-  status: number | null = null;
-  headers: Record<string, string> = {};
-  body = '';
-  ended = false;
-  resetWith: string | null = null;
-  isClosed = false;
-  sendResponseHeaders(status: number, headers: Record<string, string>): void {
-    this.status = status;
-    this.headers = headers;
-  }
-  sendResponseBody(b: Buffer, end: boolean): undefined {
-    this.body += b.toString('utf8');
-    if (end) this.ended = true;
-    return undefined;
-  }
-  reset(why: string): void {
-    this.resetWith = why;
-  }
-}
-
-/** One scripted leg: the test pushes its head and chunks when it wants. */
-class FakeLeg {
-  readonly body = new LegBody();
-  aborted = false;
-  headers: Record<string, string> = {};
-  sent: any;
-  private respond!: (r: LegResponse) => void;
-  private reject!: (e: unknown) => void;
-  readonly response = new Promise<LegResponse>((res, rej) => ((this.respond = res), (this.reject = rej)));
-  head(status = 200, headers: Record<string, string> = { 'content-type': 'text/event-stream' }): this {
-    this.respond({ status, headers, body: this.body });
-    return this;
-  }
-  events(...data: unknown[]): this {
-    for (const d of data) this.body.push(Buffer.from(`data: ${typeof d === 'string' ? d : JSON.stringify(d)}\n\n`));
-    return this;
-  }
-  end(): void {
-    this.body.finish();
-  }
-  crash(): void {
-    this.body.fail(Object.assign(new Error('other side closed'), { code: 'ECONNRESET' }));
-  }
-  failBeforeHead(e: unknown): void {
-    this.reject(e);
-  }
-}
-
-class FakeUpstream {
-  readonly legs: FakeLeg[] = [];
-  private waiting: ((l: FakeLeg) => void)[] = [];
-  open(_url: string, headers: Record<string, string>, body: Buffer, abort: LegAbort): Promise<LegResponse> {
-    const leg = new FakeLeg();
-    leg.headers = headers;
-    leg.sent = JSON.parse(body.toString('utf8'));
-    leg.body.bindAbort(() => (leg.aborted = true));
-    abort.onAbort(() => {
-      leg.aborted = true;
-      leg.body.destroy();
-    });
-    this.legs.push(leg);
-    this.waiting.shift()?.(leg);
-    return leg.response;
-  }
-  /** The next leg the request opens (or the one it already opened). */
-  next(i: number): Promise<FakeLeg> {
-    if (this.legs[i]) return Promise.resolve(this.legs[i]);
-    return new Promise((r) => this.waiting.push(r));
-  }
-  close(): Promise<void> {
-    return Promise.resolve();
-  }
-}
-
-const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
-  id: 'chatcmpl-1',
-  model: 'm',
-  choices: [{ index: 0, delta, finish_reason: finish }],
-});
-const ROLE = chunk({ role: 'assistant', content: '' });
-
-function setup(env: Record<string, string> = {}, structured = false) {
-  const config = loadConfig({
-    DOWNSTREAM_URL: 'http://egress.test',
-    CONTINUATION_MODEL: 'generic-test',
-    STALL_IDLE_TIMEOUT_SECONDS: '0.05',
-    LOG_LEVEL: 'silent',
-    ...env,
-  });
-  const logs: any[] = [];
-  const log = createLogger('debug', { write: (line: string) => void logs.push(JSON.parse(line)) });
-  const streams = { active: 0 };
-  const upstream = new FakeUpstream();
-  const ctx: GatewayContext = {
-    config,
-    log,
-    upstream: upstream as any,
-    admission: new AdmissionAuthority(admissionSettings(config), () => streams.active),
-    streams,
-    metrics: new Metrics(),
-    drain: { draining: false },
-    inFlight: new Set(),
-  };
-  const stream = new FakeStream();
-  const payload = { model: 'm', stream: true, messages: [{ role: 'user', content: 'hello' }] };
-  const r = new OriginatedResponse(ctx, stream as any, {
-    path: '/v1/chat/completions',
-    clientHeaders: { 'x-request-id': 'rid', 'content-type': 'application/json' },
-    rawBody: Buffer.from(JSON.stringify(payload)),
-    payload,
-    multimodal: false,
-    structured,
-  });
-  const done = r.run();
-  const decisions = () => logs.filter((l) => l.decision).map((l) => l.decision);
-  return { r, ctx, stream, upstream, done, logs, decisions };
-}
+import { chunk, ROLE, startCore as setup } from '../support/core-fakes';
 
 describe('OriginatedResponse (fake upstream, fake Envoy stream)', () => {
   it('a clean answer: held until the first delta, then relayed byte for byte; state done', async () => {
@@ -291,12 +166,125 @@ describe('OriginatedResponse (fake upstream, fake Envoy stream)', () => {
     expect(reassemble(t.stream.body).content).toBe('{"a": 1}');
   });
 
-  it('the state machine rejects an illegal move, and a late move after the end is ignored', async () => {
+  it('a re-run waits its backoff (RETRY_BACKOFF_SECONDS, equal jitter: at least half the step)', async () => {
+    const t = setup({ RETRY_BACKOFF_SECONDS: '0.2' });
+    (await t.upstream.next(0)).failBeforeHead(new LegOpenError('reset'));
+    const failedAt = Date.now();
+    const second = await t.upstream.next(1);
+    expect(Date.now() - failedAt).toBeGreaterThanOrEqual(95);
+    second.head().events(ROLE, chunk({ content: 'x' }), chunk({}, 'stop'), '[DONE]');
+    second.end();
+    await t.done;
+    const retry = t.logs.find((l) => l.decision === 'RETRY');
+    expect(retry.backoff_ms).toBeGreaterThanOrEqual(100);
+    expect(retry.backoff_ms).toBeLessThanOrEqual(200);
+  });
+
+  it("a 500 before any byte is re-run like a 503, after the engine's Retry-After when it is the longer wait", async () => {
+    const t = setup({ RETRY_BACKOFF_SECONDS: '0' });
+    const first = await t.upstream.next(0);
+    first.head(500, { 'content-type': 'application/json', 'retry-after': '1' });
+    first.body.push(Buffer.from('{"error":"boom"}'));
+    first.end();
+    const failedAt = Date.now();
+    const second = await t.upstream.next(1);
+    expect(Date.now() - failedAt).toBeGreaterThanOrEqual(990);
+    second.head().events(ROLE, chunk({ content: 'x' }), chunk({}, 'stop'), '[DONE]');
+    second.end();
+    await t.done;
+    expect(t.r.outcome).toBe('completed-after-retry');
+    expect(t.logs.find((l) => l.decision === 'RETRY')).toMatchObject({ failure: 'server-error', retry_after_ms: 1000, backoff_ms: 1000 });
+  });
+
+  it('a Retry-After beyond RETRY_AFTER_MAX_SECONDS: no re-run, the engine answer passes unchanged', async () => {
+    const t = setup({ RETRY_AFTER_MAX_SECONDS: '2' });
+    const first = await t.upstream.next(0);
+    first.head(503, { 'content-type': 'application/json', 'retry-after': '30' });
+    first.body.push(Buffer.from('{"error":"busy"}'));
+    first.end();
+    await t.done;
+    expect(t.upstream.legs).toHaveLength(1);
+    expect(t.stream.status).toBe(503);
+    expect(t.stream.headers['retry-after']).toBe('30');
+    expect(t.stream.body).toBe('{"error":"busy"}');
+    expect(t.r.reason).toBe('overloaded:retry-after-too-long');
+  });
+
+  it('FIRST_DELTA_DEADLINE_SECONDS: one deadline for every attempt, then 504, however many attempts are left', async () => {
+    const t = setup({ FIRST_DELTA_DEADLINE_SECONDS: '0.4', MAX_ATTEMPTS: '50', RETRY_BACKOFF_SECONDS: '0.01' });
+    // Every attempt resets at once: re-run after re-run until the deadline leaves no room for another.
+    for (let i = 0; ; i++) {
+      const leg = await Promise.race([t.upstream.next(i), t.done.then(() => null)]);
+      if (leg === null) break;
+      leg.failBeforeHead(new LegOpenError('reset'));
+    }
+    expect(t.upstream.legs.length).toBeGreaterThan(1);
+    expect(t.upstream.legs.length).toBeLessThan(50);
+    expect(t.stream.status).toBe(502);
+    expect(JSON.parse(t.stream.body).error.reason).toBe('reset:deadline-exceeded');
+  });
+
+  it('FIRST_DELTA_DEADLINE_SECONDS: an attempt still waiting for its first delta is cut at the deadline: 504', async () => {
+    const t = setup({ FIRST_DELTA_DEADLINE_SECONDS: '0.2', MAX_ATTEMPTS: '5' });
+    const leg = await t.upstream.next(0);
+    leg.head().events(ROLE); // headers and the role chunk, then a prefill that never ends
+    await t.done;
+    expect(leg.aborted).toBe(true);
+    expect(t.upstream.legs).toHaveLength(1);
+    expect(t.stream.status).toBe(504);
+    expect(JSON.parse(t.stream.body).error).toMatchObject({ code: 'upstream_timeout', reason: 'first-delta-deadline:deadline-exceeded' });
+  });
+
+  it('FIRST_DELTA_DEADLINE_SECONDS ends at the first token: held structured output generates past it', async () => {
+    const t = setup({ FIRST_DELTA_DEADLINE_SECONDS: '0.1', BUFFER_STRUCTURED_OUTPUT: 'true', STALL_IDLE_TIMEOUT_SECONDS: '1' }, true);
+    const leg = await t.upstream.next(0);
+    leg.head().events(ROLE, chunk({ content: '{"a"' }));
+    await new Promise((r) => setTimeout(r, 250));
+    leg.events(chunk({ content: ': 1}' }), chunk({}, 'stop'), '[DONE]');
+    leg.end();
+    await t.done;
+    expect(t.stream.status).toBe(200);
+    expect(reassemble(t.stream.body).content).toBe('{"a": 1}');
+  });
+
+  it('the dry run (CONTINUATION_ENABLED=false): a stall is logged TRIGGERED and SKIPPED once, and leg 1 relayed on', async () => {
+    const t = setup({ CONTINUATION_ENABLED: 'false' });
+    const leg = await t.upstream.next(0);
+    leg.head().events(ROLE, chunk({ content: 'Slow' }));
+    await new Promise((r) => setTimeout(r, 180)); // more than three stall periods of 50 ms
+    leg.events(chunk({ content: ' but whole' }), chunk({}, 'stop'), '[DONE]');
+    leg.end();
+    await t.done;
+    expect(t.upstream.legs).toHaveLength(1);
+    const got = reassemble(t.stream.body);
+    expect(got.content).toBe('Slow but whole');
+    expect(got.errors).toEqual([]);
+    expect(t.r.outcome).toBe('completed');
+    expect(t.logs.filter((l) => l.decision === 'TRIGGERED')).toEqual([expect.objectContaining({ failure: 'stall', dry_run: true })]);
+    expect(t.logs.filter((l) => l.decision === 'SKIPPED')).toEqual([expect.objectContaining({ reason: 'continuation-disabled' })]);
+    // WAITING: once at warn for the silence, its later periods at debug
+    const waiting = t.logs.filter((l) => l.decision === 'WAITING');
+    expect(waiting.length).toBeGreaterThanOrEqual(2);
+    expect(waiting.filter((l) => l.level === 'warn')).toHaveLength(1);
+    expect(waiting.slice(1).every((l) => l.level === 'debug')).toBe(true);
+  });
+
+  it('an ending is recorded once: a second one throws, except after a client that left (nothing more is delivered)', async () => {
     const t = setup();
-    expect(() => t.r.move('done')).toThrow(IllegalTransitionError);
+    // `complete` before the commit point would be prefill -> done: an illegal move.
+    expect(() => t.r.finish({ kind: 'complete', after: 'first-attempt' })).toThrow(IllegalTransitionError);
+    expect(t.r.outcome).toBe('in-progress');
     t.r.clientGone('x');
-    expect(() => t.r.move('decode')).not.toThrow();
     expect(t.r.state).toBe('gone');
+    expect(t.r.outcome).toBe('client-disconnected');
+    expect(t.r.finish({ kind: 'passed-through' })).toBe(false);
+    expect(t.r.outcome).toBe('client-disconnected');
+    const u = setup();
+    expect(u.r.finish({ kind: 'passed-through' })).toBe(true);
+    expect(() => u.r.finish({ kind: 'client-gone', detail: 'late' })).toThrow(IllegalTransitionError);
+    expect(u.r.outcome).toBe('passed-through-status');
+    u.r.clientGone('after the end');
+    expect(u.r.outcome).toBe('passed-through-status');
     (await t.upstream.next(0)).head();
     await t.done;
   });

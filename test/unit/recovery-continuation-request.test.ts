@@ -16,7 +16,7 @@ const sent = (p: Leg2Plan) => {
 };
 
 describe('planContinuationRequest: body', () => {
-  it('content-done (reference content_done_stall): prefix, flags, budget, thinking off', () => {
+  it('content-done (reference content_done_stall): prefix, flags, budget; chat_template_kwargs untouched', () => {
     const p = sent(planContinuationRequest(request(), state('let me think. ', 'The answer is par'), cfg));
     expect(p.case).toBe('content-done');
     expect(p.recovered).toEqual({ promptTokens: 1, reasoningTokens: 4, contentTokens: 5, totalRecovered: 9 });
@@ -33,8 +33,9 @@ describe('planContinuationRequest: body', () => {
       continue_final_message: true,
       add_generation_prompt: false,
       stream_options: { include_usage: true },
-      chat_template_kwargs: { thinking: false },
     });
+    expect(p.design.family.name).toBe('generic');
+    expect(p.design.raw).toBe('<think>let me think. </think>The answer is par');
   });
 
   it('thinking-partial (reference thinking_partial_disconnect): open think, thinking left on', () => {
@@ -49,17 +50,33 @@ describe('planContinuationRequest: body', () => {
     const p = sent(
       planContinuationRequest(request({ model: 'kimi-k3' }), state('k3 thinking. ', 'k3 answer'), { ...cfg, continuationModel: 'Kimi-K3' }),
     );
-    expect(p.body.messages.at(-1).content).toBe('<|open|>think<|sep|>k3 thinking. <|close|>think<|sep|><|open|>response<|sep|>k3 answer');
+    // Kimi-K3's generation prompt opens the think channel itself (Kimi-K3.jinja: open_tag('think')): not written again.
+    expect(p.body.messages.at(-1).content).toBe('k3 thinking. <|close|>think<|sep|><|open|>response<|sep|>k3 answer');
     const q = sent(planContinuationRequest(request({ model: 'kimi-k3' }), state('r', 'c'), cfg));
     expect(q.body.messages.at(-1).content).toBe('<think>r</think>c');
   });
 
-  it("merges chat_template_kwargs with the client's when turning thinking off", () => {
-    const p = sent(planContinuationRequest(request({ chat_template_kwargs: { foo: 1, thinking: true } }), state('', 'c'), cfg));
-    expect(p.body.chat_template_kwargs).toEqual({ foo: 1, thinking: false });
-    expect('enable_thinking' in p.body.chat_template_kwargs).toBe(false);
-    const q = sent(planContinuationRequest(request({ chat_template_kwargs: { foo: 1 } }), state('r', ''), cfg));
-    expect(q.body.chat_template_kwargs).toEqual({ foo: 1 });
+  it("keeps the client's chat_template_kwargs and reasoning_effort as they are (they shape the generation prompt)", () => {
+    const kw = { foo: 1, thinking: true };
+    const p = sent(planContinuationRequest(request({ chat_template_kwargs: kw, reasoning_effort: 'high' }), state('r', 'c'), cfg));
+    expect(p.body.chat_template_kwargs).toBe(kw);
+    expect(p.body.reasoning_effort).toBe('high');
+  });
+
+  it('a cut the family cannot continue on this engine is skipped as continuation-unsupported, with why', () => {
+    const p = planContinuationRequest(request(), state('\nstep one', ''), { ...cfg, continuationModel: 'Qwen/Qwen3-32B', engine: 'vllm' });
+    expect(p).toMatchObject({ kind: 'skip', reason: 'continuation-unsupported', detail: 'phase-reasoning-unsupported' });
+    const q = sent(planContinuationRequest(request(), state('\nstep one', ''), { ...cfg, continuationModel: 'Qwen/Qwen3-32B' }));
+    expect(q.body.messages.at(-1)).toEqual({ role: 'assistant', content: '<think>\nstep one' });
+  });
+
+  it('gpt-oss on SGLang: raw harmony text, leg 2 asked for raw output and split by the gateway', () => {
+    const p = sent(planContinuationRequest(request(), state('plan', 'Ans'), { ...cfg, continuationModel: 'openai/gpt-oss-120b' }));
+    expect(p.body.messages.at(-1).content).toBe(
+      '<|channel|>analysis<|message|>plan<|end|><|start|>assistant<|channel|>final<|message|>Ans',
+    );
+    expect(p.body.separate_reasoning).toBe(false);
+    expect(p.design.shape.split).toBe('harmony');
   });
 
   it('keeps other stream_options keys and forces include_usage', () => {
@@ -82,7 +99,6 @@ describe('planContinuationRequest: body', () => {
     expect(original).toEqual(before);
     expect(p.body).not.toBe(original);
     expect(p.body.messages).not.toBe(original.messages);
-    expect(p.body.chat_template_kwargs).not.toBe(original.chat_template_kwargs);
   });
 });
 

@@ -1,5 +1,5 @@
 import type { RecoveredTokens } from '../../src/recovery/token-estimate';
-import { correctUsage } from '../../src/recovery/usage';
+import { correctUsage, usageCount } from '../../src/recovery/usage';
 
 const rec = (promptTokens: number, reasoningTokens: number, contentTokens: number): RecoveredTokens => ({
   promptTokens,
@@ -153,5 +153,46 @@ describe('correctUsage with an engine-counted prefix (TOKENIZE_URL)', () => {
   });
   it('never below 0', () => {
     expect(correctUsage({ prompt_tokens: 5, completion_tokens: 1 }, counted('leg2-minus-prefix'), false).prompt_tokens).toBe(0);
+  });
+});
+
+describe('correctUsage: negative counts from the engine are treated as absent (issue 19)', () => {
+  it('a negative leg 2 completion, reasoning or cached count never reaches the corrected usage', () => {
+    const out = correctUsage(
+      { prompt_tokens: -7, completion_tokens: -50, reasoning_tokens: -3, prompt_tokens_details: { cached_tokens: -2 } },
+      rec(4, 1, 2),
+      false,
+    );
+    // As for a usage without these counts: the original prompt's count, completion = the recovered tokens.
+    expect(out).toEqual({ prompt_tokens: 4, completion_tokens: 3, total_tokens: 7, reasoning_tokens: 1, prompt_tokens_details: {} });
+  });
+  it('a negative leg 2 prompt falls back to the original prompt count, not to 0 minus the prefix', () => {
+    const counted: RecoveredTokens = {
+      ...rec(12, 0, 30),
+      prefixTokens: 31,
+      accounting: { method: 'tokenize', dialect: 'sglang', prompt: 'leg2-minus-prefix' },
+    };
+    expect(correctUsage({ prompt_tokens: -71, completion_tokens: 46 }, counted, false)).toMatchObject({
+      prompt_tokens: 12,
+      completion_tokens: 76,
+      total_tokens: 88,
+    });
+    expect(correctUsage({ prompt_tokens: -1000, completion_tokens: 1 }, rec(12, 0, 7), true).prompt_tokens).toBe(12);
+  });
+  it('a negative count inside completion_tokens_details is absent too', () => {
+    const out = correctUsage({ completion_tokens: 5, completion_tokens_details: { reasoning_tokens: -9 } }, rec(1, 2, 0), false);
+    expect(out.completion_tokens_details).toEqual({ reasoning_tokens: 2 });
+  });
+  it('usageCount: finite and not negative, else undefined', () => {
+    expect([0, 3, 2.5, -1, Number.NaN, Number.POSITIVE_INFINITY, '3', null].map(usageCount)).toEqual([
+      0,
+      3,
+      2.5,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+    ]);
   });
 });

@@ -1,4 +1,4 @@
-import { decideScope, type ScopeDecision } from '../../src/request/scope';
+import { DEFAULT_MAX_JSON_DEPTH, decideScope, type ScopeDecision, scopeByMethod } from '../../src/request/scope';
 
 const cfg = {
   continuationModel: 'test-model' as string | undefined,
@@ -116,17 +116,85 @@ describe('decideScope: skip reasons', () => {
   });
   it('checks in the reference order', () => {
     const raw = buf(body({ stream: false, continue_final_message: true, response_format: { type: 'json_object' } }));
-    expect(reason(decideScope(raw, { ...cfg, continuationModel: undefined, maxContinuationBodyBytes: 1 }))).toBe('not-streaming');
+    expect(reason(decideScope(raw, { ...cfg, continuationModel: undefined }))).toBe('not-streaming');
     const raw2 = buf(body({ continue_final_message: true, response_format: { type: 'json_object' } }));
-    expect(reason(decideScope(raw2, { ...cfg, continuationModel: undefined, maxContinuationBodyBytes: 1 }))).toBe(
-      'client-continue-final-message',
-    );
+    expect(reason(decideScope(raw2, { ...cfg, continuationModel: undefined }))).toBe('client-continue-final-message');
     const raw3 = buf(body({ response_format: { type: 'json_object' } }));
-    expect(reason(decideScope(raw3, { ...cfg, continuationModel: undefined, maxContinuationBodyBytes: 1 }))).toBe(
-      'continuation-model-unset',
-    );
-    expect(reason(decideScope(raw3, { ...cfg, maxContinuationBodyBytes: 1 }))).toBe('structured-output');
+    expect(reason(decideScope(raw3, { ...cfg, continuationModel: undefined }))).toBe('continuation-model-unset');
+    expect(reason(decideScope(raw3, cfg))).toBe('structured-output');
     const raw4 = buf(body({ messages: [{ role: 'user', content: [{ type: 'image_url' }] }] }));
-    expect(reason(decideScope(raw4, { ...cfg, engine: 'vllm', maxContinuationBodyBytes: 1 }))).toBe('body-too-large');
+    expect(reason(decideScope(raw4, { ...cfg, engine: 'vllm', maxContinuationBodyBytes: raw4.length - 1 }))).toBe('body-too-large');
+    expect(reason(decideScope(raw4, { ...cfg, engine: 'vllm' }))).toBe('vllm-multimodal');
+  });
+  it('the size first, then the depth, both before the body is parsed', () => {
+    // Not even JSON: a body too large or too deep is never handed to JSON.parse (the reference checks the
+    // size last; only the logged reason differs).
+    expect(reason(decideScope(buf(`${'['.repeat(200)} not json`), cfg))).toBe('json-too-deep');
+    expect(reason(decideScope(buf(`${'['.repeat(200)} not json`), { ...cfg, maxContinuationBodyBytes: 10 }))).toBe('body-too-large');
+    const raw = buf(body({ stream: false }));
+    expect(reason(decideScope(raw, { ...cfg, maxContinuationBodyBytes: raw.length - 1 }))).toBe('body-too-large');
+  });
+});
+
+describe('decideScope: deep JSON (issue 19) never reaches a parser', () => {
+  const nest = (n: number): unknown => {
+    let v: unknown = 'leaf';
+    for (let i = 0; i < n; i++) v = i % 2 ? { k: v } : [v];
+    return v;
+  };
+  // The body object is level 1, a field's value level 2: a field nested n deep makes the body n + 1 deep.
+  it('at MAX_BODY_JSON_DEPTH in scope, one level past it out of scope (json-too-deep), in any field', () => {
+    for (const field of ['tools', 'x_extra', 'chat_template_kwargs']) {
+      expect(reason(decideScope(buf(body({ [field]: nest(DEFAULT_MAX_JSON_DEPTH - 1) })), cfg))).toBe('in-scope');
+      expect(decideScope(buf(body({ [field]: nest(DEFAULT_MAX_JSON_DEPTH) })), cfg)).toEqual({
+        inScope: false,
+        reason: 'json-too-deep',
+        detail: `deeper than ${DEFAULT_MAX_JSON_DEPTH}`,
+      });
+    }
+    // 10,000 levels, which JSON.stringify cannot even build (RangeError): written as text.
+    const tenThousand = JSON.stringify(body({ tools: 'X' })).replace('"X"', `${'['.repeat(10_000)}${']'.repeat(10_000)}`);
+    expect(reason(decideScope(buf(tenThousand), cfg))).toBe('json-too-deep');
+  });
+  it('the limit is configurable (MAX_BODY_JSON_DEPTH)', () => {
+    expect(reason(decideScope(buf(body({ x: nest(5) })), { ...cfg, maxJsonDepth: 6 }))).toBe('in-scope');
+    expect(reason(decideScope(buf(body({ x: nest(6) })), { ...cfg, maxJsonDepth: 6 }))).toBe('json-too-deep');
+  });
+});
+
+describe('scope and the log: a skip detail never carries request text (issue 19)', () => {
+  it('multiple-choices: n only as a small integer, else its JSON type', () => {
+    expect(decideScope(buf(body({ n: 3 })), cfg)).toEqual({ inScope: false, reason: 'multiple-choices', detail: 'n=3' });
+    expect(decideScope(buf(body({ n: `A${'x'.repeat(1_000_000)}` })), cfg)).toEqual({
+      inScope: false,
+      reason: 'multiple-choices',
+      detail: 'n=<string>',
+    });
+    expect(decideScope(buf(body({ n: ['secret text'] })), cfg)).toEqual({
+      inScope: false,
+      reason: 'multiple-choices',
+      detail: 'n=<array>',
+    });
+    expect(decideScope(buf(body({ n: 1e20 })), cfg)).toEqual({ inScope: false, reason: 'multiple-choices', detail: 'n=<number>' });
+  });
+  it('not-chat-request: the schema issue code and path, never its message', () => {
+    const cases: Array<[unknown, string]> = [
+      [{ messages: 'secret text' }, 'invalid_type at messages'],
+      [{ messages: [{ role: '' }] }, 'too_small at messages.0.role'],
+      [{ messages: [{ role: 7 }, { role: ['secret text'] }] }, 'invalid_type at messages.0.role'],
+      [JSON.stringify('secret text'), 'invalid_type'],
+    ];
+    for (const [v, detail] of cases) expect(decideScope(buf(v), cfg)).toEqual({ inScope: false, reason: 'not-chat-request', detail });
+  });
+});
+
+describe('scopeByMethod (issue 19): only POST is in scope', () => {
+  it('POST: decided from the body; every other method: proxied natively, named only when standard', () => {
+    expect(scopeByMethod('POST')).toBeNull();
+    for (const m of ['GET', 'HEAD', 'PUT', 'DELETE', 'PATCH', 'OPTIONS', 'TRACE'])
+      expect(scopeByMethod(m)).toEqual({ inScope: false, reason: 'method-not-post', detail: m });
+    expect(scopeByMethod('post')).toEqual({ inScope: false, reason: 'method-not-post', detail: '<other>' });
+    expect(scopeByMethod('SECRETTEXT')).toEqual({ inScope: false, reason: 'method-not-post', detail: '<other>' });
+    expect(scopeByMethod(undefined)).toEqual({ inScope: false, reason: 'method-not-post', detail: '<other>' });
   });
 });

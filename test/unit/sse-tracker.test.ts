@@ -269,3 +269,18 @@ describe('StreamTracker.apply: accumulated state', () => {
     expect(t.content).toBe('你好，世界🌍');
   });
 });
+
+describe('StreamTracker: delivered tool calls', () => {
+  it('keeps the names and argument fragments of choice 0, for the delivered-token count', () => {
+    const t = feed(
+      new StreamTracker(),
+      ev(chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }] })),
+      ev(chunk({ tool_calls: [{ index: 0, function: { arguments: '{"city": ' } }] })),
+      ev(chunk({ tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] })),
+      ev({ ...chunk({}), choices: [{ index: 1, delta: { tool_calls: [{ index: 0, function: { name: 'other' } }] } }] }),
+    );
+    expect(t.toolCallsSeen).toBe(true);
+    expect(t.toolCallText).toBe('get_weather{"city": "Paris"}');
+    expect(t.content).toBe('');
+  });
+});

@@ -6,7 +6,7 @@ import { answerFor, promptTokenCount, withoutTrailingAssistant } from '../../src
 import { planRequest } from '../../src/fake-engine/plan';
 import { type FakeEngine, startFakeEngine, type TokenizerDialect } from '../../src/fake-engine/server';
 import { tokenize } from '../../src/fake-engine/tokens';
-import { familyFor } from '../../src/recovery/prefix-builders';
+import { designLeg2 } from '../../src/recovery/continuation-request';
 import { estimateRecoveredTokens } from '../../src/recovery/token-estimate';
 import { correctUsage } from '../../src/recovery/usage';
 import { applyTemplateUrl, type CountOptions, countRecoveredTokens, forgetDetectedDialects } from '../../src/upstream/tokenizer';
@@ -24,8 +24,9 @@ const answer = answerFor(payload.messages, { reasoning: 12, content: 14 });
 // Cut after 12 reasoning + 5 content tokens, as a crash at token 17 would.
 const reasoning = answer.reasoningTokens.join('');
 const content = answer.contentTokens.slice(0, 5).join('');
-const family = familyFor('generic-test');
-const prefix = family.build(reasoning, content);
+const designed = designLeg2(payload, { reasoning, content, toolCallsSeen: false }, { continuationModel: 'generic-test', engine: 'sglang' });
+if (!('raw' in designed.design) || designed.design.raw === undefined) throw new Error('generic always has a design');
+const prefix = designed.design.raw;
 
 const engines: Record<TokenizerDialect, FakeEngine> = {} as any;
 beforeAll(async () => {
@@ -42,9 +43,23 @@ function opts(
   url: string | undefined,
   dialect: CountOptions['dialect'],
   extra: Partial<CountOptions> = {},
-): CountOptions & { fallbacks: string[] } {
+): CountOptions & { fallbacks: string[]; details: string[] } {
   const fallbacks: string[] = [];
-  return { url, dialect, rates: RATES, prefix, onFallback: (r) => fallbacks.push(r), deadlineMs: 2000, fallbacks, ...extra };
+  const details: string[] = [];
+  return {
+    url,
+    dialect,
+    rates: RATES,
+    prefix,
+    onFallback: (detail, code) => {
+      details.push(detail);
+      fallbacks.push(code);
+    },
+    deadlineMs: 2000,
+    fallbacks,
+    details,
+    ...extra,
+  };
 }
 
 /** What the fake engine reports as leg 2's usage for this continuation. */
@@ -182,17 +197,19 @@ describe('falling back to the estimate, said in the result', () => {
     const o = opts(`${engines.llamacpp.url}/tokenize`, 'vllm');
     const c = await countRecoveredTokens(payload, reasoning, content, o);
     expect(c.method).toBe('estimate');
-    expect(c.accounting.fallback).toMatch(/0 tokens for a non-empty text/);
+    expect(c.accounting.fallback).toBe('tokenize-bad-answer');
+    expect(o.details[0]).toMatch(/0 tokens for a non-empty text/);
     expect(o.fallbacks).toHaveLength(1);
     expect(c.totalRecovered).toBe(estimateRecoveredTokens(payload, reasoning, content, RATES).totalRecovered);
   });
 
-  test('unreachable: the estimate with the error', async () => {
+  test('unreachable: the estimate with a stable code; the error text goes to the log only', async () => {
     const o = opts('http://127.0.0.1:9/tokenize', 'auto');
     const c = await countRecoveredTokens(payload, reasoning, content, o);
     expect(c.accounting.method).toBe('estimate');
-    expect(c.accounting.fallback).toBeTruthy();
+    expect(c.accounting.fallback).toBe('tokenize-unreachable');
     expect(o.fallbacks).toEqual([c.accounting.fallback]);
+    expect(JSON.stringify(c)).not.toContain('127.0.0.1');
   });
 
   test('slower than the deadline: the estimate, "timeout"', async () => {
@@ -201,7 +218,8 @@ describe('falling back to the estimate, said in the result', () => {
     const t0 = Date.now();
     const c = await countRecoveredTokens(payload, reasoning, content, o);
     expect(Date.now() - t0).toBeLessThan(1000);
-    expect(c.accounting.fallback).toBe('timeout after 50 ms');
+    expect(c.accounting.fallback).toBe('tokenize-timeout');
+    expect(o.details).toEqual(['timeout after 50 ms']);
   });
 
   test('auto: a /tokenize that is none of the three falls back, and detection is tried again next time', async () => {
@@ -212,7 +230,8 @@ describe('falling back to the estimate, said in the result', () => {
     };
     const o = opts(`${base}/tokenize`, 'auto');
     const c = await countRecoveredTokens(payload, reasoning, content, o);
-    expect(c.accounting.fallback).toMatch(/neither SGLang\/vLLM/);
+    expect(c.accounting.fallback).toBe('tokenize-bad-answer');
+    expect(o.details[0]).toMatch(/neither SGLang\/vLLM/);
     await countRecoveredTokens(payload, reasoning, content, o);
     expect(calls).toBe(2);
   });
@@ -220,7 +239,7 @@ describe('falling back to the estimate, said in the result', () => {
   test('a 500 falls back', async () => {
     handler = (_req, _b, res) => json(res, 500, { error: 'boom' });
     const c = await countRecoveredTokens(payload, reasoning, content, opts(`${base}/tokenize`, 'vllm'));
-    expect(c.accounting.fallback).toBe('/tokenize answered 500');
+    expect(c.accounting.fallback).toBe('tokenize-error-status');
   });
 
   test('llama.cpp without /apply-template: still exact, the prompt from leg 2 minus the prefix', async () => {

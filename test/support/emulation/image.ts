@@ -11,6 +11,10 @@ import { repoRoot } from '../../../src/stack/envoy-config';
 export interface RuntimeImage {
   /** The directory standing for WORKDIR /app. */
   app: string;
+  /** The production node_modules (a cache under the checkout), mounted on app/node_modules: see `binds`. */
+  modules: string;
+  /** What Sandbox.start must bind-mount for the image's uid (the checkout may be unreachable for it). */
+  binds: { source: string; target: string }[];
   env: Record<string, string>;
   user: { uid: number; gid: number };
   cmd: string[];
@@ -58,16 +62,29 @@ function productionModules(): string {
   return dir;
 }
 
-/** Lays out the image's /app under `into` (made readable by the image's non-root user). */
+/**
+ * Lays out the image's /app under `into` (made readable by the image's non-root user). The production
+ * node_modules is not copied (or linked: a link into a checkout under a 0700 directory cannot be followed by
+ * the image's uid, "Cannot find module 'prom-client'"): app/node_modules is a mount point for `binds`.
+ */
 export function buildRuntimeImage(into: string): RuntimeImage {
   const stage = parseRuntimeStage();
   const app = path.join(into, 'app');
   fs.mkdirSync(app, { recursive: true });
-  const modules = productionModules();
+  const modules = path.join(productionModules(), 'node_modules');
   for (const f of ['package.json', 'package-lock.json']) fs.copyFileSync(path.join(ROOT, f), path.join(app, f));
-  fs.symlinkSync(path.join(modules, 'node_modules'), path.join(app, 'node_modules'));
+  fs.mkdirSync(path.join(app, 'node_modules'));
   fs.cpSync(path.join(ROOT, 'dist', 'src'), path.join(app, 'dist', 'src'), { recursive: true });
   fs.cpSync(path.join(ROOT, 'proto'), path.join(app, 'proto'), { recursive: true });
   execFileSync('chmod', ['-R', 'a+rX', into]);
-  return { app, env: stage.env, user: stage.user, cmd: stage.cmd, healthcheck: stage.healthcheck, nodeImage: stage.nodeImage };
+  return {
+    app,
+    modules,
+    binds: [{ source: modules, target: path.join(app, 'node_modules') }],
+    env: stage.env,
+    user: stage.user,
+    cmd: stage.cmd,
+    healthcheck: stage.healthcheck,
+    nodeImage: stage.nodeImage,
+  };
 }

@@ -78,6 +78,11 @@ async function setup(): Promise<void> {
   const resolv = path.join(spec.dir, 'resolv.conf');
   fs.writeFileSync(resolv, 'nameserver 127.0.0.1\noptions timeout:1 attempts:1\n');
   sh(['mount', '--bind', resolv, '/etc/resolv.conf']);
+  // Host files for the image's uids, wherever they live (sandbox.ts); read-only, as a container's volume.
+  for (const b of spec.binds) {
+    sh(['mount', '--bind', b.source, b.target]);
+    sh(['mount', '-o', 'remount,bind,ro', b.target]);
+  }
   for (const p of spec.publish) {
     const target = addresses.get(p.sandbox)!;
     const sock = path.join(spec.dir, `publish-${p.sandbox}-${p.port}.sock`);

@@ -1,6 +1,12 @@
 // Host side of the compose and pod emulations: starts ./runner.ts in new network, mount and PID namespaces
 // (`unshare`), talks to it, turns its published unix sockets into 127.0.0.1:<ephemeral> TCP ports, and kills
 // it (and so every process in its PID namespace) on stop(), or when this process dies (stdin closes).
+//
+// Host files the image's non-root uids must run or read (the Node and Envoy binaries, the production
+// node_modules, a compose volume) may live in the checkout, and the checkout under a directory those uids
+// cannot traverse (a 0700 home directory, a `mktemp -d` folder). So they are not used in place: each is
+// bind-mounted, inside the runner's private mount namespace, onto a path under the sandbox's own world-
+// traversable directory (`shared` below), as a container engine mounts a volume.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
@@ -19,6 +25,28 @@ export interface RunnerSpec {
   subnet: string;
   sandboxes: SandboxSpec[];
   publish: { sandbox: string; port: number }[];
+  /** Bind mounts the runner makes in its mount namespace before any process starts (targets exist). */
+  binds: { source: string; target: string }[];
+}
+
+/** True when every directory above and including `dir` lets others through (o+x). */
+function traversableByOthers(dir: string): boolean {
+  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+    if ((fs.statSync(d).mode & 0o001) === 0) return false;
+    if (path.dirname(d) === d) return true;
+  }
+}
+
+/**
+ * A fresh directory (mode 0755) that the image's non-root uids can reach: under os.tmpdir() when every
+ * directory above it is traversable, else under /tmp (TMPDIR inside a 0700 home, say).
+ */
+export function emulationTmpDir(prefix: string): string {
+  const base = [os.tmpdir(), '/tmp'].find((b) => fs.existsSync(b) && traversableByOthers(b));
+  if (!base) throw new Error(`no temp directory that other uids can traverse (${os.tmpdir()}, /tmp)`);
+  const dir = fs.mkdtempSync(path.join(base, prefix));
+  fs.chmodSync(dir, 0o755);
+  return dir;
 }
 
 export interface ProcessSpec {
@@ -67,6 +95,7 @@ export class Sandbox {
   private readonly exitWaiters: { name: string; resolve: (e: { code: number | null; signal: string | null }) => void }[] = [];
   addresses: Record<string, string> = {};
   readonly published = new Map<string, number>();
+  private readonly sharedPaths = new Map<string, string>();
 
   private constructor(
     readonly dir: string,
@@ -106,14 +135,33 @@ export class Sandbox {
     }
   }
 
-  static async start(sandboxes: SandboxSpec[], publish: { sandbox: string; port: number }[]): Promise<Sandbox> {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'emulation-'));
-    fs.chmodSync(dir, 0o755);
+  /**
+   * `share`: host files and directories the emulated processes use (see the file comment); `shared()` names
+   * where each is seen inside. `binds`: more bind mounts onto targets the caller made (a directory of an image).
+   */
+  static async start(
+    sandboxes: SandboxSpec[],
+    publish: { sandbox: string; port: number }[],
+    share: string[] = [],
+    binds: { source: string; target: string }[] = [],
+  ): Promise<Sandbox> {
+    const dir = emulationTmpDir('emulation-');
     // A private subnet per run: two emulations never share addresses (each has its own namespaces anyway).
     const subnet = `10.${200 + Math.floor(Math.random() * 50)}.${Math.floor(Math.random() * 250)}`;
-    const spec: RunnerSpec = { dir, subnet, sandboxes, publish };
+    const hostDir = path.join(dir, 'host');
+    fs.mkdirSync(hostDir, { mode: 0o755 });
+    const sharedBinds = share.map((p, i) => {
+      const source = fs.realpathSync(p);
+      const target = path.join(hostDir, `${i}-${path.basename(source)}`);
+      // The mount point: an empty directory or file of the same kind (its own mode is hidden by the mount).
+      if (fs.statSync(source).isDirectory()) fs.mkdirSync(target, { mode: 0o755 });
+      else fs.writeFileSync(target, '', { mode: 0o644 });
+      return { source, target };
+    });
+    const spec: RunnerSpec = { dir, subnet, sandboxes, publish, binds: [...sharedBinds, ...binds] };
     fs.writeFileSync(path.join(dir, 'spec.json'), JSON.stringify(spec));
     const sb = new Sandbox(dir, spec);
+    share.forEach((p, i) => sb.sharedPaths.set(p, sharedBinds[i].target));
     await new Promise<void>((resolve, reject) => {
       sb.readyResolve = resolve;
       sb.readyReject = reject;
@@ -133,6 +181,13 @@ export class Sandbox {
       sb.published.set(`${p.sandbox}:${p.port}`, (server.address() as net.AddressInfo).port);
     }
     return sb;
+  }
+
+  /** Where a host path given in `share` is seen by the emulated processes. */
+  shared(hostPath: string): string {
+    const p = this.sharedPaths.get(hostPath);
+    if (!p) throw new Error(`${hostPath} was not shared with the sandbox (Sandbox.start's share list)`);
+    return p;
   }
 
   stderr(): string {

@@ -1,0 +1,40 @@
+// What the sidecar says at start about the family it will continue: the one CONTINUATION_MODEL selected and
+// what its engine can continue, or a warning naming the known families when the value is unset or unknown.
+import type { Logger } from '../obs/logger';
+import { knownFamilies, selectFamily } from './select';
+import type { Engine } from './types';
+
+export function logFamily(log: Logger, cfg: { continuationModel: string | undefined; engine: Engine }): void {
+  if (cfg.continuationModel === undefined || cfg.continuationModel.trim() === '') {
+    log.warn(
+      { decision: 'FAMILY_UNSET', known_families: knownFamilies() },
+      'CONTINUATION_MODEL is unset: no request is in scope (every stream is proxied as if the gateway were absent)',
+    );
+    return;
+  }
+  if (cfg.continuationModel.trim().toLowerCase() === 'auto') {
+    log.info(
+      { decision: 'FAMILY_AUTO', engine: cfg.engine },
+      'CONTINUATION_MODEL=auto: the family is read from the engine (streams pass through until then)',
+    );
+    return;
+  }
+  const { family, known } = selectFamily(cfg.continuationModel);
+  const rule = family.engines[cfg.engine];
+  const fields = { family: family.name, engine: cfg.engine, continues: rule.phases, how: rule.note };
+  if (!known) {
+    log.warn(
+      { decision: 'FAMILY_UNKNOWN', ...fields, known_families: knownFamilies() },
+      'CONTINUATION_MODEL names no known model family: continuations use the generic <think> format, which no template test backs',
+    );
+    return;
+  }
+  if (rule.phases.length === 0) {
+    log.warn(
+      { decision: 'FAMILY_UNSUPPORTED', ...fields },
+      'this family cannot be continued exactly on this engine: interrupted streams end explicitly',
+    );
+    return;
+  }
+  log.info({ decision: 'FAMILY', ...fields }, 'continuation format');
+}

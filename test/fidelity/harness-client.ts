@@ -1,0 +1,76 @@
+// Starts test/fidelity/harness.py in the fidelity virtualenv and talks to it: one JSON request per line, answers
+// matched by id. Provisions what it needs first (scripts/llama-cpp-assets.sh for the templates,
+// scripts/fidelity-deps.sh for the venv), both cached after the first run.
+import { type ChildProcessByStdio, execFileSync, spawn } from 'node:child_process';
+import * as path from 'node:path';
+import * as readline from 'node:readline';
+import type { Readable, Writable } from 'node:stream';
+
+const ROOT = path.resolve(__dirname, '..', '..', '..');
+
+export interface Assets {
+  templates: string;
+  vocab: string;
+}
+
+/** llama.cpp's templates and vocabularies, extracted from the node-llama-cpp bundle (cached). */
+export function provisionAssets(): Assets {
+  const out = execFileSync('bash', [path.join(ROOT, 'scripts', 'llama-cpp-assets.sh')], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const dir = out.trim().split('\n').pop() as string;
+  return { templates: path.join(dir, 'templates'), vocab: path.join(dir, 'vocab') };
+}
+
+export class Harness {
+  private next = 1;
+  private readonly waiting = new Map<number, (reply: any) => void>();
+  private constructor(private readonly child: ChildProcessByStdio<Writable, Readable, null>) {
+    const lines = readline.createInterface({ input: child.stdout });
+    lines.on('line', (line) => {
+      const reply = JSON.parse(line);
+      this.waiting.get(reply.id)?.(reply);
+      this.waiting.delete(reply.id);
+    });
+  }
+
+  static start(): Harness {
+    const py = execFileSync('bash', [path.join(ROOT, 'scripts', 'fidelity-deps.sh')], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+      .trim()
+      .split('\n')
+      .pop() as string;
+    const child = spawn(py, [path.join(ROOT, 'test', 'fidelity', 'harness.py')], {
+      stdio: ['pipe', 'pipe', 'ignore'],
+      env: { ...process.env, TRANSFORMERS_VERBOSITY: 'error', PYTHONWARNINGS: 'ignore' },
+    });
+    return new Harness(child);
+  }
+
+  call(job: Record<string, unknown>): Promise<any> {
+    const id = this.next++;
+    return new Promise((resolve) => {
+      this.waiting.set(id, resolve);
+      this.child.stdin.write(`${JSON.stringify({ ...job, id })}\n`);
+    });
+  }
+
+  /** The answer's text, or throws with the harness's error. */
+  async text(job: Record<string, unknown>): Promise<string> {
+    const r = await this.call(job);
+    if (!r.ok) throw new Error(r.error);
+    return r.text;
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null) return;
+    const exited = new Promise((r) => this.child.once('exit', r));
+    this.child.stdin.end();
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5000);
+    await exited;
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,119 @@
+// A soak with faults (issue 19 "Done when"): N concurrent streams through the real Envoy for D minutes, each
+// with a random engine fault (crash, stall, clean EOF, [DONE] without a finish_reason, a partial event that
+// trickles, an error event, an abort, or none) at a random token, on leg 1 and sometimes on leg 2 too.
+// Every stream must end complete (the canonical answer byte for byte, one id, one finish_reason, one `[DONE]`
+// last) or explicitly (the interruption event or an HTTP error with a JSON body). It prints the figures and
+// exits 1 on any other ending. Not part of `npm test` (minutes of two busy cores); run by hand:
+//   npm run soak -- --minutes 8 --streams 100 [--seed N] [--max-continuations 2]
+// It rests on the fake engine (src/fake-engine): the faults are ours, Envoy and the sidecar are the real ones.
+import fs from 'node:fs';
+import { answerFor, prng } from '../../src/fake-engine/answer';
+import { INTERRUPTION_CODE } from '../../src/recovery/interruption';
+import { chatBody, newRequestId, postChat } from '../support/client';
+import { startTestStack } from '../support/stack';
+
+const arg = (name: string, dflt: number): number => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i > 0 ? Number(process.argv[i + 1]) : dflt;
+};
+const MINUTES = arg('minutes', 8);
+const STREAMS = arg('streams', 100);
+const SEED = arg('seed', 20261202);
+/** 2 by default, so that a fault on leg 2 is continued too; 1 (the gateway's default) ends those explicitly. */
+const MAX_CONTINUATIONS = arg('max-continuations', 2);
+const TOKENS = 60;
+
+type Rnd = () => number;
+const int = (r: Rnd, lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
+
+/** One random fault at a random token; the demo's "request" fault scope runs each script per request id. */
+function faultFor(r: Rnd): string {
+  const at = int(r, 0, TOKENS - 1);
+  const pool = [`crash@${at}`, `stall@${at}`, `eof@${at}`, `done@${at}`, `trickle@${at}:300`, `error@${at}`, `abort@${at}`, '-'];
+  const leg1 = pool[Math.floor(r() * pool.length)];
+  // One stream in five has a second fault on its second leg.
+  const leg2 = r() < 0.2 ? pool[Math.floor(r() * pool.length)] : '-';
+  return `${leg1};${leg2}`;
+}
+
+const rss = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
+
+async function main(): Promise<void> {
+  const stack = await startTestStack({
+    replicas: 2,
+    engine: { faultScope: 'request', tokenIntervalMs: 20 },
+    env: { LOG_LEVEL: 'warn', STALL_IDLE_TIMEOUT_SECONDS: '3', MAX_CONTINUATIONS: String(MAX_CONTINUATIONS) },
+  });
+  const rnd = prng(SEED);
+  const counts = { streams: 0, complete: 0, interrupted: 0, errorEvent: 0, httpError: 0, bad: 0 };
+  const bad: string[] = [];
+  let rssMin = Number.POSITIVE_INFINITY;
+  let rssMax = 0;
+  const pid = process.pid; // the sidecar and the fake engines run in this process; Envoy is separate
+  const envoyPid = stack.envoy.pid;
+  let envoyRssMax = 0;
+  const end = Date.now() + MINUTES * 60_000;
+  const sampler = setInterval(() => {
+    const v = rss(pid);
+    rssMin = Math.min(rssMin, v);
+    rssMax = Math.max(rssMax, v);
+    envoyRssMax = Math.max(envoyRssMax, rss(envoyPid));
+  }, 1000);
+
+  const one = async (): Promise<void> => {
+    const fault = faultFor(rnd);
+    const body = chatBody({}, `soak ${int(rnd, 0, 1e9)}`);
+    const expected = answerFor(body.messages, { reasoning: 0, content: TOKENS }).contentTokens.join('');
+    const id = newRequestId('soak');
+    const r = await postChat(stack.url, body, { 'x-request-id': id, 'x-fake-fault': fault, 'x-fake-answer-tokens': `0,${TOKENS}` });
+    counts.streams++;
+    const afterDone = r.raw.slice(r.raw.indexOf('data: [DONE]') + 'data: [DONE]\n\n'.length);
+    const oneDone = r.raw.split('data: [DONE]').length === 2 && afterDone === '';
+    if (r.status !== 200) {
+      let json = false;
+      try {
+        json = typeof JSON.parse(r.raw).error === 'object';
+      } catch {}
+      if (json) counts.httpError++;
+      else counts.bad++, bad.push(`${id} ${fault}: HTTP ${r.status} without a JSON error body`);
+      return;
+    }
+    if (!oneDone || r.transportError !== null || r.ids.length !== 1) {
+      counts.bad++;
+      bad.push(`${id} ${fault}: done=${r.done} oneDone=${oneDone} transport=${r.transportError} ids=${r.ids.length}`);
+      return;
+    }
+    const interruption = r.errors.find((e) => e?.code === INTERRUPTION_CODE);
+    if (r.finishReasons.length === 1 && r.errors.length === 0) {
+      if (r.finishReasons[0] === 'stop' && r.content === expected) counts.complete++;
+      else if (r.finishReasons[0] === 'abort')
+        counts.errorEvent++; // the engine's own abort, forwarded
+      else counts.bad++, bad.push(`${id} ${fault}: finish ${r.finishReasons[0]}, content ${r.content === expected ? 'same' : 'DIFFERS'}`);
+    } else if (r.errors.length === 1 && r.finishReasons.length === 0) {
+      if (interruption) counts.interrupted++;
+      else counts.errorEvent++;
+    } else {
+      counts.bad++;
+      bad.push(`${id} ${fault}: ${r.finishReasons.length} finish_reasons, ${r.errors.length} error events`);
+    }
+  };
+
+  const worker = async () => {
+    while (Date.now() < end) await one().catch((e) => (counts.bad++, bad.push(`client error ${(e as Error).message}`)));
+  };
+  await Promise.all(Array.from({ length: STREAMS }, worker));
+  clearInterval(sampler);
+  const envoyAlive = stack.envoyExit === undefined;
+  await stack.stop();
+  const mb = (b: number) => (b / 1024 / 1024).toFixed(0);
+  process.stdout.write(
+    `soak: ${MINUTES} min, ${STREAMS} concurrent streams, seed ${SEED}, MAX_CONTINUATIONS=${MAX_CONTINUATIONS}, ${TOKENS}-token answers at 20 ms/token\n` +
+      `  streams ${counts.streams}: complete and byte-identical ${counts.complete}, interruption event ${counts.interrupted}, ` +
+      `engine error/abort forwarded ${counts.errorEvent}, HTTP error with JSON body ${counts.httpError}, anything else ${counts.bad}\n` +
+      `  test process (sidecar + fake engines) RSS ${mb(rssMin)}-${mb(rssMax)} MB; Envoy RSS max ${mb(envoyRssMax)} MB; Envoy alive: ${envoyAlive}\n`,
+  );
+  for (const b of bad.slice(0, 30)) process.stdout.write(`  BAD ${b}\n`);
+  process.exit(counts.bad === 0 && envoyAlive ? 0 : 1);
+}
+
+void main();
