@@ -22,6 +22,7 @@
 //   --pause-ms 1000            BENCH_PAUSE_MS       pause between two runs
 //   --idle-s 3                 BENCH_IDLE_S         idle-CPU window before the first level (0 = skip)
 //   --workers N                BENCH_WORKERS        passed to the sidecar as WORKERS (when it supports it)
+//   --workers-w N              BENCH_WORKERS_W      configuration w: (c) on a stack of its own with WORKERS=N (2)
 //   --cpu-prof                 BENCH_PROFILE=1      run the sidecar under node --cpu-prof and analyse it
 //   --otel                     BENCH_OTEL=1         the sidecar exports traces (OTEL_EXPORTER_OTLP_ENDPOINT) to an OTLP
 //                                                  sink in this process, which counts and discards them (Envoy's tracer off)
@@ -44,8 +45,8 @@ import { type ChartPanel, cdfChart, cdfPoints, round, type Summary, sortedFloat6
 const ROOT = path.resolve(__dirname, '../../..');
 const DIST = path.join(ROOT, 'dist');
 
-export type ConfigName = 'a' | 'b' | 'c' | 'n' | 'h' | 'p';
-export const CONFIG_NAMES: readonly ConfigName[] = ['a', 'b', 'n', 'c', 'h', 'p'];
+export type ConfigName = 'a' | 'b' | 'c' | 'n' | 'h' | 'p' | 'w';
+export const CONFIG_NAMES: readonly ConfigName[] = ['a', 'b', 'n', 'c', 'h', 'p', 'w'];
 export const CONFIG_LABEL: Record<ConfigName, string> = {
   a: '(a) direct to engines',
   b: '(b) Envoy only (egress listener)',
@@ -53,6 +54,7 @@ export const CONFIG_LABEL: Record<ConfigName, string> = {
   n: '(n) native: the full stack, nothing in scope',
   h: '(h) full stack without the memory-cap hop',
   p: '(p) previous release, full stack',
+  w: '(w) full stack, the sidecar with --workers-w processes',
 };
 const CONFIG_COLOR: Record<ConfigName, string> = {
   a: '#2b8a3e',
@@ -61,11 +63,12 @@ const CONFIG_COLOR: Record<ConfigName, string> = {
   n: '#7048e8',
   h: '#f08c00',
   p: '#868e96',
+  w: '#c2255c',
 };
 /** Configurations with a sidecar of their own in the path (its CPU and memory are reported). */
-const WITH_SIDECAR: ReadonlySet<ConfigName> = new Set(['c', 'n', 'h', 'p']);
-/** Configurations served by a stack of their own (n, h, p), beside the main one (a, b, c). */
-const OWN_STACK: ReadonlySet<ConfigName> = new Set(['n', 'h', 'p']);
+const WITH_SIDECAR: ReadonlySet<ConfigName> = new Set(['c', 'n', 'h', 'p', 'w']);
+/** Configurations served by a stack of their own (n, h, p, w), beside the main one (a, b, c). */
+const OWN_STACK: ReadonlySet<ConfigName> = new Set(['n', 'h', 'p', 'w']);
 
 export interface BenchOptions {
   levels: number[];
@@ -85,6 +88,8 @@ export interface BenchOptions {
   pauseMs: number;
   idleS: number;
   workers?: string;
+  /** Configuration w: the sidecar's WORKERS there (the worker-count A/B against c in one run). */
+  workersW: string;
   /** Runs of every configuration per level, alternating (a b c a b c ...): same-run A/B pairs. */
   rounds: number;
   /** Configuration p: the commit to build (default DEFAULT_PREVIOUS_REF), or an already built dist of it. */
@@ -287,6 +292,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     pauseMs: Number(get('pause-ms', 'BENCH_PAUSE_MS', '1000')),
     idleS: Number(get('idle-s', 'BENCH_IDLE_S', '3')),
     workers: flags.get('workers') ?? env.BENCH_WORKERS,
+    workersW: get('workers-w', 'BENCH_WORKERS_W', '2'),
     rounds: Number(get('rounds', 'BENCH_ROUNDS', '1')),
     previousRef: get('previous', 'BENCH_PREVIOUS', DEFAULT_PREVIOUS_REF),
     previousDist: flags.get('previous-dist') ?? env.BENCH_PREVIOUS_DIST,
@@ -363,6 +369,8 @@ interface GatewayOptions {
   chatHop?: boolean;
   /** Sidecar variables on top of the defaults (the adaptive-admission comparison, test/bench/adaptive.ts). */
   env?: Record<string, string>;
+  /** The sidecar's WORKERS, over --workers (configuration w). */
+  workers?: string;
 }
 
 async function startGateway(enginePorts: number[], o: BenchOptions, g: GatewayOptions = {}): Promise<Gateway> {
@@ -387,6 +395,7 @@ async function startGateway(enginePorts: number[], o: BenchOptions, g: GatewayOp
   };
   if (g.native) delete env.CONTINUATION_MODEL;
   if (o.workers !== undefined) env.WORKERS = o.workers;
+  if (g.workers !== undefined) env.WORKERS = g.workers;
   const sink: OtlpSink | undefined = o.otel ? await startOtlpSink() : undefined;
   if (sink) env.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url;
   const dist = g.dist ?? DIST;
@@ -944,7 +953,9 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
             ? { native: true }
             : c === 'h'
               ? { chatHop: false }
-              : { dist: o.previousDist ? path.resolve(o.previousDist) : previousReleaseDist(ROOT, o.previousRef, log) };
+              : c === 'w'
+                ? { workers: o.workersW }
+                : { dist: o.previousDist ? path.resolve(o.previousDist) : previousReleaseDist(ROOT, o.previousRef, log) };
         const extra = await startGateway(enginePorts, o, { ...own, profileDir: undefined });
         stops.unshift(() => extra.stop());
         stackOf[c] = extra;
@@ -958,6 +969,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
         n: [stackOf.n?.frontUrl ?? ''],
         h: [stackOf.h?.frontUrl ?? ''],
         p: [stackOf.p?.frontUrl ?? ''],
+        w: [stackOf.w?.frontUrl ?? ''],
       };
       // Warm-up: a few streams through every path (JIT, connection pools).
       for (const c of o.configs)
