@@ -340,6 +340,9 @@ function hasRevisions(tier: UpstreamHost[] | undefined): boolean {
 /** Streams per HTTP/2 connection to the sidecar: below nghttp2's reset burst of 1000 (see extProcCluster). */
 export const EXT_PROC_STREAMS_PER_CONNECTION = 500;
 
+/** How long Envoy waits for the sidecar's health answer (see extProcCluster's health_checks). */
+export const EXT_PROC_HEALTH_CHECK_TIMEOUT_SECONDS = 5;
+
 /** The ext_proc cluster: the sidecar's gRPC server. */
 function extProcCluster(o: EnvoyConfigOptions): object {
   const allIp = o.extProcEndpointsFile !== undefined || isIp(o.extProcHost);
@@ -380,7 +383,12 @@ function extProcCluster(o: EnvoyConfigOptions): object {
     },
     health_checks: [
       {
-        timeout: '1s',
+        // Long against a pause, short against death. A check that times out marks the sidecar unhealthy, and
+        // the chat requests of the next second then bypass it silently (no crash protection): a sidecar frozen
+        // for 2.2 s (a long GC pause, CPU throttling) lost 10 of them with a 1 s timeout
+        // (test/e2e/sidecar-pause.e2e.test.ts, docs/envoy.md (d)). A dead sidecar refuses the connection at
+        // once, so the timeout does not delay that case; only a sidecar wedged for good is bypassed later.
+        timeout: `${EXT_PROC_HEALTH_CHECK_TIMEOUT_SECONDS}s`,
         // 1 s and thresholds of 1: the window in which a dead sidecar still costs chat requests a 500 is at
         // most ~1 s, and a restarted sidecar is used again after one successful check.
         interval: '1s',

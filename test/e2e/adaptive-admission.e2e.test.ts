@@ -88,15 +88,27 @@ async function crashUnderSteadyLoad(s: TestStack): Promise<Crash> {
 }
 
 /**
- * A stream cut at the client (seen 4 times in ~14 runs while this test was written, `other side closed`, 200, no
- * error event, cause not found): the failure names what the sidecar recorded and what each Envoy hop logged for
- * it (response flags), so the next one says where it was cut.
+ * A stream cut at the client (`other side closed`, 200, no error event): the failure names what the sidecar
+ * recorded and what each Envoy hop logged for it (response flags), and prints Envoy's ext_proc counters. The cut
+ * seen in CI (2 streams started 200 ms apart) never reached the sidecar: front_chat proxied them natively
+ * (upstream = a replica) and that replica was the one killed. The one way found to get there is fail-open after
+ * a health check of the busy sidecar timed out (1 s then, reproduced by test/e2e/sidecar-pause.e2e.test.ts,
+ * 5 s now); these counters say whether that is what a next cut was.
  */
 async function cutStreams(s: TestStack, c: Crash): Promise<string[]> {
   const cut = c.results.filter(({ r }) => r.transportError !== null || !r.done || r.finishReasons.length !== 1);
   if (cut.length === 0) return [];
   await new Promise((r) => setTimeout(r, 1500)); // Envoy flushes its access log every second
   const envoyLines = s.envoy.logs().split('\n');
+  // Whether the sidecar was bypassed (fail-open: a failed health check, then Envoy proxied natively).
+  const filter = 'ext_proc\\.health_check\\.|ext_proc\\.(failure_mode_allowed|streams_failed|streams_started)';
+  const stats = await fetch(`${s.envoy.adminUrl}/stats?filter=${encodeURIComponent(filter)}`)
+    .then((r) => r.text())
+    .catch((e) => `stats unavailable: ${e}`);
+  const own = (await s.sidecar!.ctx.metrics.render())
+    .split('\n')
+    .filter((l) => /^(gateway_requests_total|nodejs_eventloop_lag_max_seconds)/.test(l) && !/ 0$/.test(l));
+  process.stderr.write(`[adaptive-admission] after a cut stream, Envoy:\n${stats}\nsidecar:\n${own.join('\n')}\n`);
   return cut.map(({ id, r }) => {
     const end = s.logs.find((l) => l.event === 'request_end' && l.request_id === id);
     const hops = envoyLines.filter((l) => l.includes(`rid=${id}`)).map((l) => l.replace(/^.*?\] /, ''));

@@ -260,7 +260,13 @@ describe('renderEnvoyConfig content', () => {
       http2_protocol_options: {},
     });
     expect(c.common_lb_config.healthy_panic_threshold).toEqual({ value: 0 });
-    expect(c.health_checks[0]).toMatchObject({ interval: '1s', unhealthy_threshold: 1, healthy_threshold: 1, no_traffic_interval: '1s' });
+    expect(c.health_checks[0]).toMatchObject({
+      timeout: '5s',
+      interval: '1s',
+      unhealthy_threshold: 1,
+      healthy_threshold: 1,
+      no_traffic_interval: '1s',
+    });
     expect(c.health_checks[0].tcp_health_check).toEqual({});
     const g: any = renderEnvoyConfig({ ...base, extProcHealthCheck: 'grpc' });
     expect(cluster(g, 'ext_proc').health_checks[0].grpc_health_check).toEqual({});
