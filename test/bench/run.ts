@@ -134,6 +134,12 @@ export interface RunSummary {
   steady?: SteadyWindow;
   /** Processes in the sidecar's tree (1 = single process; 1 + N with WORKERS=N cluster workers). */
   sidecarProcesses: number;
+  /**
+   * Chat requests of this run that Envoy sent past the sidecar (http.front_chat.ext_proc.failure_mode_allowed:
+   * a health check of the sidecar failed, docs/envoy.md (d)); undefined without a sidecar. Above 0, part of the
+   * run was plain proxying and its figures are not the continuation path's.
+   */
+  bypassed?: number;
 }
 
 export interface SteadyWindow {
@@ -418,6 +424,9 @@ async function startGateway(enginePorts: number[], o: BenchOptions, g: GatewayOp
       stallTimeoutSeconds: 20,
       maxStallSeconds: 300,
       logLevel: 'warn',
+      // What `npm run stack` and deploy/ use: a check the sidecar's event loop answers, so a saturated sidecar
+      // can fail it (counted per run: RunSummary.bypassed). A TCP check would pass on the kernel's accept alone.
+      extProcHealthCheck: 'grpc',
     });
   } catch (e) {
     await sidecar.stop();
@@ -491,6 +500,22 @@ export class Generator {
 // ---------------------------------------------------------------------------------------------------------------
 // One level, one configuration
 // ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * Envoy's count of chat requests sent past the sidecar (fail-open) so far, summed over the listeners that run
+ * ext_proc (front_chat; front without the chat hop); NaN if Envoy does not answer.
+ */
+async function failOpenCount(g: Gateway): Promise<number> {
+  try {
+    const res = await fetch(`${g.envoy.adminUrl}/stats?filter=${encodeURIComponent('\\.ext_proc\\.failure_mode_allowed$')}`, {
+      signal: AbortSignal.timeout(5000),
+    });
+    const counts = [...(await res.text()).matchAll(/: (\d+)$/gm)].map((m) => Number(m[1]));
+    return counts.length ? counts.reduce((a, b) => a + b, 0) : NaN;
+  } catch {
+    return NaN;
+  }
+}
 
 function gapsOf(streams: StreamRecord[]): number[] {
   const gaps: number[] = [];
@@ -699,6 +724,7 @@ export function formatTables(
       'config',
       'runs',
       'errors',
+      'past the sidecar',
       'chunks',
       'gap p50',
       'gap p99',
@@ -722,6 +748,7 @@ export function formatTables(
       r.round > 1 ? `${r.config}#${r.round}` : r.config,
       String(r.streams),
       String(r.errors),
+      r.bypassed === undefined ? '-' : String(r.bypassed),
       String(r.chunks),
       f1(r.gaps.p50),
       f1(r.gaps.p99),
@@ -1013,6 +1040,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
               generator: new TreeMeter(() => [generator.pid]),
             };
             Object.values(meters).forEach((m) => m.start());
+            const bypassedBefore = WITH_SIDECAR.has(config) ? await failOpenCount(st) : NaN;
             // (a) has one URL per engine process: split the streams over them (what Envoy's balancer does for b, c).
             const targets = urls[config];
             const share = (i: number) => Math.floor(level / targets.length) + (i < level % targets.length ? 1 : 0);
@@ -1081,10 +1109,12 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
               sidecarBytesPerStream: Math.round((m.sidecar.peakRss - m.sidecar.idleRss) / level),
               steady: steadyCpu ? steadySummary(steadyCpu, streams, m.sidecar.cpuMs) : undefined,
               sidecarProcesses: m.sidecar.processes,
+              ...(WITH_SIDECAR.has(config) ? { bypassed: (await failOpenCount(st)) - bypassedBefore } : {}),
             };
             runs.push(run);
             log(
               `bench: ${level} streams ${CONFIG_LABEL[config]}: ${run.streams} streams, ${run.errors} errors${errs.samples.length ? ` (${errs.samples.join('; ')})` : ''}, ` +
+                (run.bypassed ? `${run.bypassed} PAST THE SIDECAR (failed health check), ` : '') +
                 `gap p50 ${f1(run.gaps.p50)} p99 ${f1(run.gaps.p99)} ms, CPU ms envoy ${run.cpuMs.envoy} sidecar ${run.cpuMs.sidecar} engines ${run.cpuMs.engines} generator ${run.cpuMs.generator}, ${run.wallMs} ms` +
                 (st.sink ? `, OTLP exports so far ${st.sink.posts} (${st.sink.bytes} bytes)` : ''),
             );
