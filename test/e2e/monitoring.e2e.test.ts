@@ -117,7 +117,13 @@ describe('deploy/monitoring against a live stack', () => {
   it('every alert rule reads only exported metrics (rescue rate, interruptions, brake, admission waits)', () => {
     const rules = alertExprs();
     expect(rules.map((r) => r.alert)).toEqual(
-      expect.arrayContaining(['ContinuationRescueRateLow', 'InterruptionEventsHigh', 'RecoveryBrakeOpen', 'RecoveryAdmissionWaitsLong', 'SidecarBypassed']),
+      expect.arrayContaining([
+        'ContinuationRescueRateLow',
+        'InterruptionEventsHigh',
+        'RecoveryBrakeOpen',
+        'RecoveryAdmissionWaitsLong',
+        'SidecarBypassed',
+      ]),
     );
     const missing = rules.flatMap((r) =>
       metricNames(r.expr)
