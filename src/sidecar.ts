@@ -96,6 +96,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
       connectTimeoutMs: config.connectTimeoutMs,
       headersTimeoutMs: config.upstreamHeadersTimeoutMs,
       http2: config.upstreamHttp2,
+      http2StreamsPerConnection: config.upstreamHttp2StreamsPerConnection,
     }),
     admission,
     streams,

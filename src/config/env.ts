@@ -106,6 +106,7 @@ const schema = z.object({
   CONNECT_TIMEOUT_SECONDS: num(30, { positive: true, max: MAX_TIMER_SECONDS }),
   UPSTREAM_HEADERS_TIMEOUT_SECONDS: num(60, { positive: true, max: MAX_TIMER_SECONDS }),
   UPSTREAM_HTTP2: bool(false),
+  UPSTREAM_HTTP2_STREAMS_PER_CONNECTION: num(100, { int: true, min: 1, max: 10_000 }),
   FIRST_DELTA_TIMEOUT_SECONDS: num(0, { min: 0, max: MAX_TIMER_SECONDS }),
   FIRST_DELTA_DEADLINE_SECONDS: num(60, { positive: true, max: MAX_TIMER_SECONDS }),
   MAX_ATTEMPTS: num(2, { int: true, min: 1 }),
@@ -196,6 +197,8 @@ export interface GatewayConfig {
   readonly upstreamHeadersTimeoutMs: number;
   /** Legs over HTTP/2 (h2c to an http: URL), multiplexed on one connection per origin (src/upstream/client.ts). */
   readonly upstreamHttp2: boolean;
+  /** With upstreamHttp2: legs per HTTP/2 connection before the next leg opens another connection. */
+  readonly upstreamHttp2StreamsPerConnection: number;
   /** Per attempt: re-run an attempt without a first delta after this long; 0 = no per-attempt limit. */
   readonly firstDeltaTimeoutMs: number;
   /**
@@ -308,6 +311,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     connectTimeoutMs: e.CONNECT_TIMEOUT_SECONDS * 1000,
     upstreamHeadersTimeoutMs: e.UPSTREAM_HEADERS_TIMEOUT_SECONDS * 1000,
     upstreamHttp2: e.UPSTREAM_HTTP2,
+    upstreamHttp2StreamsPerConnection: e.UPSTREAM_HTTP2_STREAMS_PER_CONNECTION,
     firstDeltaTimeoutMs: e.FIRST_DELTA_TIMEOUT_SECONDS * 1000,
     firstDeltaDeadlineMs: e.FIRST_DELTA_DEADLINE_SECONDS * 1000,
     maxAttempts: e.MAX_ATTEMPTS,

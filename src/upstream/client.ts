@@ -5,7 +5,7 @@
 // One re-run, here and nowhere else: a leg whose pooled connection to the engine was closed under it (Envoy's
 // own 503 with flag UC, `upstream_reset_before_response_started{connection_termination}`) is sent once more
 // at once. No byte of an answer exists yet, so nothing reached the client; see UpstreamClient.open.
-import { Agent, Client, errors } from 'undici';
+import { Agent, buildConnector, errors, Pool } from 'undici';
 import { GatewayError } from '../errors';
 import type { LegOpenFailure } from '../recovery/reasons';
 import { UPSTREAM_FLAGS_HEADER } from '../request/forward-headers';
@@ -55,14 +55,19 @@ export class LegAbort {
   }
 }
 
-/** Concurrent legs on one HTTP/2 connection (UPSTREAM_HTTP2); Envoy's own limit per connection is far above. */
-export const HTTP2_STREAMS_PER_CONNECTION = 10_000;
+/**
+ * Default legs per HTTP/2 connection (UPSTREAM_HTTP2_STREAMS_PER_CONNECTION). With all legs on one connection,
+ * one Envoy worker thread served every leg (the 1,000-stream first deltas of docs/performance.md) and a lost
+ * connection ended every leg at once; a cap spreads them over connections, which the kernel spreads over
+ * Envoy's workers, and bounds what one lost connection takes.
+ */
+export const HTTP2_STREAMS_PER_CONNECTION = 100;
 
 export class UpstreamClient {
   private readonly agent: Agent;
   private readonly http2: boolean;
 
-  constructor(opts: { connectTimeoutMs: number; headersTimeoutMs: number; http2?: boolean }) {
+  constructor(opts: { connectTimeoutMs: number; headersTimeoutMs: number; http2?: boolean; http2StreamsPerConnection?: number }) {
     this.http2 = opts.http2 === true;
     const base = {
       connect: { timeout: opts.connectTimeoutMs },
@@ -74,11 +79,17 @@ export class UpstreamClient {
       this.http2
         ? {
             ...base,
-            // One multiplexed connection per origin, HTTP/2 without TLS (prior knowledge) to an http: URL. A
-            // Client, not undici's default Pool: the Pool drops `useH2c` when it builds its connector (undici
-            // 7.30, lib/dispatcher/pool.js), and its legs would go out as HTTP/1.1.
+            // HTTP/2 without TLS (prior knowledge) to an http: URL, at most `pipelining` legs per connection: the
+            // Pool hands a leg to the first connection with room and opens another when none has. The connector
+            // is built here because the Pool would build its own without `useH2c` (undici 7.30,
+            // lib/dispatcher/pool.js), and its legs would go out as HTTP/1.1.
             factory: (origin: string | URL, o: object) =>
-              new Client(origin, { ...o, allowH2: true, useH2c: true, pipelining: HTTP2_STREAMS_PER_CONNECTION } as Client.Options),
+              new Pool(origin, {
+                ...o,
+                connect: buildConnector({ allowH2: true, useH2c: true, timeout: opts.connectTimeoutMs } as buildConnector.BuildOptions),
+                allowH2: true,
+                pipelining: opts.http2StreamsPerConnection ?? HTTP2_STREAMS_PER_CONNECTION,
+              } as Pool.Options),
           }
         : // Many concurrent streams share the egress listener; undici's default of unlimited connections
           // per origin is what we want here.

@@ -23,6 +23,7 @@
 //   --idle-s 3                 BENCH_IDLE_S         idle-CPU window before the first level (0 = skip)
 //   --workers N                BENCH_WORKERS        passed to the sidecar as WORKERS (when it supports it)
 //   --workers-w N              BENCH_WORKERS_W      configuration w: (c) on a stack of its own with WORKERS=N (2)
+//                                                  configuration u: (c) on a stack of its own with UPSTREAM_HTTP2=true
 //   --cpu-prof                 BENCH_PROFILE=1      run the sidecar under node --cpu-prof and analyse it
 //   --otel                     BENCH_OTEL=1         the sidecar exports traces (OTEL_EXPORTER_OTLP_ENDPOINT) to an OTLP
 //                                                  sink in this process, which counts and discards them (Envoy's tracer off)
@@ -45,8 +46,8 @@ import { type ChartPanel, cdfChart, cdfPoints, round, type Summary, sortedFloat6
 const ROOT = path.resolve(__dirname, '../../..');
 const DIST = path.join(ROOT, 'dist');
 
-export type ConfigName = 'a' | 'b' | 'c' | 'n' | 'h' | 'p' | 'w';
-export const CONFIG_NAMES: readonly ConfigName[] = ['a', 'b', 'n', 'c', 'h', 'p', 'w'];
+export type ConfigName = 'a' | 'b' | 'c' | 'n' | 'h' | 'p' | 'w' | 'u';
+export const CONFIG_NAMES: readonly ConfigName[] = ['a', 'b', 'n', 'c', 'h', 'p', 'w', 'u'];
 export const CONFIG_LABEL: Record<ConfigName, string> = {
   a: '(a) direct to engines',
   b: '(b) Envoy only (egress listener)',
@@ -55,6 +56,7 @@ export const CONFIG_LABEL: Record<ConfigName, string> = {
   h: '(h) full stack without the memory-cap hop',
   p: '(p) previous release, full stack',
   w: '(w) full stack, the sidecar with --workers-w processes',
+  u: '(u) full stack, legs over HTTP/2 (UPSTREAM_HTTP2=true)',
 };
 const CONFIG_COLOR: Record<ConfigName, string> = {
   a: '#2b8a3e',
@@ -64,11 +66,12 @@ const CONFIG_COLOR: Record<ConfigName, string> = {
   h: '#f08c00',
   p: '#868e96',
   w: '#c2255c',
+  u: '#0b7285',
 };
 /** Configurations with a sidecar of their own in the path (its CPU and memory are reported). */
-const WITH_SIDECAR: ReadonlySet<ConfigName> = new Set(['c', 'n', 'h', 'p', 'w']);
-/** Configurations served by a stack of their own (n, h, p, w), beside the main one (a, b, c). */
-const OWN_STACK: ReadonlySet<ConfigName> = new Set(['n', 'h', 'p', 'w']);
+const WITH_SIDECAR: ReadonlySet<ConfigName> = new Set(['c', 'n', 'h', 'p', 'w', 'u']);
+/** Configurations served by a stack of their own (n, h, p, w, u), beside the main one (a, b, c). */
+const OWN_STACK: ReadonlySet<ConfigName> = new Set(['n', 'h', 'p', 'w', 'u']);
 
 export interface BenchOptions {
   levels: number[];
@@ -982,7 +985,9 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
               ? { chatHop: false }
               : c === 'w'
                 ? { workers: o.workersW }
-                : { dist: o.previousDist ? path.resolve(o.previousDist) : previousReleaseDist(ROOT, o.previousRef, log) };
+                : c === 'u'
+                  ? { env: { UPSTREAM_HTTP2: 'true' } }
+                  : { dist: o.previousDist ? path.resolve(o.previousDist) : previousReleaseDist(ROOT, o.previousRef, log) };
         const extra = await startGateway(enginePorts, o, { ...own, profileDir: undefined });
         stops.unshift(() => extra.stop());
         stackOf[c] = extra;
@@ -997,6 +1002,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
         h: [stackOf.h?.frontUrl ?? ''],
         p: [stackOf.p?.frontUrl ?? ''],
         w: [stackOf.w?.frontUrl ?? ''],
+        u: [stackOf.u?.frontUrl ?? ''],
       };
       // Warm-up: a few streams through every path (JIT, connection pools).
       for (const c of o.configs)
