@@ -18,11 +18,11 @@ import { type AdminServer, startAdminServer } from './obs/admin-server';
 import { AdmissionMetrics } from './obs/admission-metrics';
 import type { Logger } from './obs/logger';
 import { AdmissionAuthority, admissionSettings, type RecoveryAdmission } from './recovery/admission';
-import { type AdmissionAnswerMessage, AdmissionHub, type AdmissionRequestMessage, RemoteAdmission } from './recovery/admission-cluster';
+import { AdmissionHub, type AdmissionRequestMessage, type AdmissionToWorker, RemoteAdmission } from './recovery/admission-cluster';
 import type { Sidecar } from './sidecar';
 
 type ToPrimary = { type: 'ready'; port: number } | { type: 'metrics'; id: number; json: metric[] } | AdmissionRequestMessage;
-type ToWorker = { type: 'metrics?'; id: number } | AdmissionAnswerMessage;
+type ToWorker = { type: 'metrics?'; id: number } | AdmissionToWorker;
 
 const METRICS_TIMEOUT_MS = 2000;
 /** More worker deaths than this within the window: something is wrong for good, stop instead of looping. */
@@ -37,7 +37,13 @@ export async function runPrimary(
   onListening: (port: number, adminPort: number) => void,
 ): Promise<void> {
   const ready = new Map<number, number>(); // worker id -> port
+  // The workers whose process has not exited, kept by us: Node's cluster.workers still lists a worker whose
+  // 'exit' came before its IPC 'disconnect' (lib/internal/cluster/primary.js removes it on whichever comes
+  // second), so "cluster.workers is empty" at the last 'exit' is not reliable.
+  const live = new Set<Worker>();
   let draining = false;
+  /** A worker could not start, died too often or outlived the drain deadline: the primary's exit code is 1. */
+  let failed = false;
   let announced = false;
   let nextId = 0;
   const pending = new Map<number, { got: metric[][]; want: number; done: () => void }>();
@@ -47,49 +53,11 @@ export async function runPrimary(
   const hub: AdmissionHub = new AdmissionHub(
     (streams): AdmissionAuthority =>
       new AdmissionAuthority(admissionSettings(config), streams, new AdmissionMetrics(primaryRegistry, log, () => hub?.authority)),
+    (m) => {
+      for (const w of live) if (w.isConnected()) w.send(m satisfies ToWorker);
+    },
   );
 
-  const fork = (): Worker => {
-    const w = cluster.fork({ SIDECAR_WORKER: '1' });
-    w.on('message', (m: ToPrimary) => {
-      if (m.type === 'admission') {
-        hub.onMessage(w, m);
-      } else if (m.type === 'ready') {
-        ready.set(w.id, m.port);
-        if (!announced && ready.size === config.workers) {
-          announced = true;
-          log.info({ workers: config.workers, port: m.port }, 'all sidecar workers listening');
-          onListening(m.port, admin.port);
-        }
-      } else if (m.type === 'metrics') {
-        const p = pending.get(m.id);
-        if (p) {
-          p.got.push(m.json);
-          if (p.got.length >= p.want) p.done();
-        }
-      }
-    });
-    w.on('exit', (code, signal) => {
-      ready.delete(w.id);
-      hub.release(w.id);
-      if (draining) return;
-      // A worker that cannot start (port taken, bad environment) would die again at once: no crash loop.
-      const now = Date.now();
-      recentDeaths.push(now);
-      while (recentDeaths.length && recentDeaths[0] < now - RESTART_WINDOW_MS) recentDeaths.shift();
-      if (!announced || recentDeaths.length > MAX_RESTARTS_IN_WINDOW) {
-        log.error({ worker: w.id, code, signal, started: announced }, 'sidecar worker died during start-up or too often: stopping');
-        draining = true;
-        for (const other of Object.values(cluster.workers ?? {})) other?.process.kill('SIGKILL');
-        process.exitCode = 1;
-        setTimeout(() => process.exit(1), 200).unref();
-        return;
-      }
-      log.error({ worker: w.id, code, signal }, 'sidecar worker died: starting a replacement');
-      fork();
-    });
-    return w;
-  };
   const aggregated = {
     contentType: Registry.PROMETHEUS_CONTENT_TYPE,
     async render(): Promise<string> {
@@ -120,20 +88,76 @@ export async function runPrimary(
     metrics: aggregated,
     ready: () => !draining && ready.size === config.workers,
   });
+  const finish = (code: number) => {
+    void admin.close().then(() => {
+      log.flush();
+      process.exit(code);
+    });
+  };
+  const fork = (): Worker => {
+    const w = cluster.fork({ SIDECAR_WORKER: '1' });
+    live.add(w);
+    w.on('message', (m: ToPrimary) => {
+      if (m.type === 'admission') {
+        hub.onMessage(w, m);
+      } else if (m.type === 'ready') {
+        ready.set(w.id, m.port);
+        w.send(hub.quietMessage() satisfies ToWorker); // a replacement worker may start during a recovery
+        if (!announced && ready.size === config.workers) {
+          announced = true;
+          log.info({ workers: config.workers, port: m.port }, 'all sidecar workers listening');
+          onListening(m.port, admin.port);
+        }
+      } else if (m.type === 'metrics') {
+        const p = pending.get(m.id);
+        if (p) {
+          p.got.push(m.json);
+          if (p.got.length >= p.want) p.done();
+        }
+      }
+    });
+    w.on('exit', (code, signal) => {
+      live.delete(w);
+      ready.delete(w.id);
+      hub.release(w.id);
+      if (draining) {
+        if (live.size === 0) finish(failed ? 1 : 0);
+        return;
+      }
+      // A worker that cannot start (port taken, bad environment) would die again at once: no crash loop.
+      const now = Date.now();
+      recentDeaths.push(now);
+      while (recentDeaths.length && recentDeaths[0] < now - RESTART_WINDOW_MS) recentDeaths.shift();
+      if (!announced || recentDeaths.length > MAX_RESTARTS_IN_WINDOW) {
+        log.error({ worker: w.id, code, signal, started: announced }, 'sidecar worker died during start-up or too often: stopping');
+        draining = true;
+        failed = true;
+        for (const other of live) other.process.kill('SIGKILL');
+        if (live.size === 0) finish(1);
+        setTimeout(() => process.exit(1), 200).unref();
+        return;
+      }
+      log.error({ worker: w.id, code, signal }, 'sidecar worker died: starting a replacement');
+      fork();
+    });
+    return w;
+  };
   // Workers only once the admin port is ours: a taken port stops the start here, before any process is forked.
   for (let i = 0; i < config.workers; i++) fork();
 
   const stop = (signal: NodeJS.Signals) => {
     const second = draining;
     draining = true;
-    log.info({ signal, workers: Object.keys(cluster.workers ?? {}).length }, second ? 'stopping now' : 'stopping: workers drain');
-    for (const w of Object.values(cluster.workers ?? {})) w?.process.kill(second ? 'SIGKILL' : signal);
+    log.info({ signal, workers: live.size }, second ? 'stopping now' : 'stopping: workers drain');
+    for (const w of live) w.process.kill(second ? 'SIGKILL' : signal);
     if (second) return;
+    if (live.size === 0) return finish(failed ? 1 : 0);
     // A drain deadline always ends the process, even with a worker that does not end on its own.
     setTimeout(
       () => {
-        log.error({ workers: Object.keys(cluster.workers ?? {}).length }, 'workers still running past the drain deadline: killing them');
-        for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGKILL');
+        log.error({ workers: live.size }, 'workers still running past the drain deadline: killing them');
+        failed = true;
+        for (const w of live) w.process.kill('SIGKILL');
         setTimeout(() => process.exit(1), 1000).unref();
       },
       (signal === 'SIGTERM' ? config.drainTimeoutMs : 0) + WORKER_EXIT_SLACK_MS,
@@ -141,14 +165,6 @@ export async function runPrimary(
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-  cluster.on('exit', () => {
-    if (draining && Object.keys(cluster.workers ?? {}).length === 0) {
-      void admin.close().then(() => {
-        log.flush();
-        process.exit(0);
-      });
-    }
-  });
 }
 
 let remoteAdmission: RemoteAdmission | undefined;
@@ -163,7 +179,7 @@ export function workerAdmission(streams: { readonly active: number }): RecoveryA
 export function serveAsWorker(sidecar: Sidecar): void {
   process.send?.({ type: 'ready', port: sidecar.port } satisfies ToPrimary);
   process.on('message', (m: ToWorker) => {
-    if (m?.type === 'admission') return remoteAdmission?.answer(m);
+    if (m?.type === 'admission') return remoteAdmission?.receive(m);
     if (m?.type !== 'metrics?') return;
     void sidecar.ctx.metrics.registry
       .getMetricsAsJSON()

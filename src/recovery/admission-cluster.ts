@@ -2,6 +2,11 @@
 // the workers ask it over Node's cluster IPC, so RECOVERY_MAX_CONCURRENT means "re-prefills in flight for the
 // whole sidecar", as with one process, and the brake sees every worker's failing legs. A request costs one
 // IPC round trip (well under a millisecond), and only recoveries ask: the relaying path never does.
+//
+// The adaptive limit's baseline is leg 1 first-token latency while no recovery is in flight or waiting
+// anywhere. The workers batch their samples (one message per 250 ms), so they cannot be judged when they
+// arrive: the primary tells every worker when that state changes, and a worker keeps only samples taken
+// while it held.
 import type { Worker } from 'node:cluster';
 import type {
   Admission,
@@ -30,6 +35,11 @@ export type AdmissionAnswerMessage = {
   answer: { admitted: true; waitedMs: number } | { admitted: false; reason: RefusalReason; retryAfterMs: number; waitedMs: number };
 };
 
+/** Primary -> worker: recoveries in flight or waiting anywhere (quiet: none), sent on every change. */
+export type AdmissionQuietMessage = { type: 'admission'; op: 'quiet'; quiet: boolean };
+
+export type AdmissionToWorker = AdmissionAnswerMessage | AdmissionQuietMessage;
+
 const STREAMS_REPORT_MS = 250;
 
 /** The primary's side: one authority for all workers; a worker that dies gives back what it held. */
@@ -40,12 +50,22 @@ export class AdmissionHub {
     { streams: number; waiting: Map<number, AdmissionTicket>; held: Map<number, ReprefillSlot> }
   >();
 
-  constructor(makeAuthority: (activeStreams: () => number) => AdmissionAuthority) {
+  /** `broadcast`: sends a message to every worker (the quiet state, see the header). */
+  constructor(
+    makeAuthority: (activeStreams: () => number) => AdmissionAuthority,
+    broadcast: (m: AdmissionQuietMessage) => void = () => undefined,
+  ) {
     this.authority = makeAuthority(() => {
       let n = 0;
       for (const w of this.workers.values()) n += w.streams;
       return n;
     });
+    this.authority.onQuietChange(() => broadcast(this.quietMessage()));
+  }
+
+  /** The quiet state now: for a worker that has just started (it assumes quiet until told). */
+  quietMessage(): AdmissionQuietMessage {
+    return { type: 'admission', op: 'quiet', quiet: this.authority.quiet };
   }
 
   readonly authority: AdmissionAuthority;
@@ -59,7 +79,7 @@ export class AdmissionHub {
         w.streams = m.streams;
         return true;
       case 'first-token':
-        this.authority.observeFirstToken(m.meanMs, m.count);
+        this.authority.observeQuietFirstTokens(m.meanMs, m.count);
         return true;
       case 'request': {
         w.streams = m.streams;
@@ -120,6 +140,10 @@ export class RemoteAdmission implements RecoveryAdmission {
   private reported = -1;
   private firstTokenSumMs = 0;
   private firstTokenCount = 0;
+  /** No recovery in flight or waiting anywhere, as the primary last said, and none of ours (requested, held). */
+  private clusterQuiet = true;
+  /** Our requests from asking until refused or until their slot is settled (by request id). */
+  private readonly own = new Set<number>();
 
   constructor(
     private readonly streams: { readonly active: number },
@@ -142,13 +166,22 @@ export class RemoteAdmission implements RecoveryAdmission {
     }, STREAMS_REPORT_MS).unref();
   }
 
+  /** Kept only while quiet: the primary's state, and our own requests before it has heard of them. */
   observeFirstToken(ms: number): void {
+    if (!this.clusterQuiet || this.own.size > 0) return;
     this.firstTokenSumMs += ms;
     this.firstTokenCount++;
   }
 
+  /** A message from the primary. */
+  receive(m: AdmissionToWorker): void {
+    if (m.op === 'quiet') this.clusterQuiet = m.quiet;
+    else this.answer(m);
+  }
+
   request(signal?: AbortSignal): AdmissionTicket {
     const id = ++this.nextId;
+    this.own.add(id);
     const result = new Promise<Admission>((resolve) => this.pending.set(id, resolve));
     const cancel = () => this.pending.has(id) && this.send({ type: 'admission', op: 'cancel', id });
     if (signal?.aborted || !this.send({ type: 'admission', op: 'request', id, streams: this.streams.active })) {
@@ -173,12 +206,16 @@ export class RemoteAdmission implements RecoveryAdmission {
     const resolve = this.pending.get(m.id);
     this.pending.delete(m.id);
     const a = m.answer;
-    if (!a.admitted) return resolve?.(a);
+    if (!a.admitted) {
+      this.own.delete(m.id);
+      return resolve?.(a);
+    }
     let done = false;
     const slot: ReprefillSlot = {
       settle: (result) => {
         if (done) return;
         done = true;
+        this.own.delete(m.id);
         this.send({ type: 'admission', op: 'settle', id: m.id, result });
       },
     };

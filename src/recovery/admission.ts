@@ -91,6 +91,9 @@ export class AdmissionAuthority implements RecoveryAdmission {
   private readonly brake: RecoveryBrake;
   /** The adaptive limit's state (RECOVERY_ADAPTIVE=true; src/recovery/adaptive-limit.ts). */
   private adaptive: AdaptiveState = INITIAL_STATE;
+  /** No recovery in flight or waiting; kept by noteQuiet() after every change of inFlight or the queue. */
+  private quietNow = true;
+  private readonly quietListeners: Array<(quiet: boolean) => void> = [];
 
   constructor(
     private readonly s: AdmissionSettings,
@@ -121,8 +124,32 @@ export class AdmissionAuthority implements RecoveryAdmission {
    * not the normal to compare with (a baseline that rose with the overload would let the limit grow with it).
    */
   observeFirstToken(meanMs: number, count = 1): void {
-    if (!this.s.adaptive || this.inFlight > 0 || this.queue.length > 0) return;
-    this.adaptive = observeBaseline(this.adaptive, meanMs, count);
+    if (this.quietNow) this.observeQuietFirstTokens(meanMs, count);
+  }
+
+  /**
+   * First tokens already known to have been taken while quiet: a cluster worker's batch, which arrives up to
+   * 250 ms late and was judged when each sample was taken (src/recovery/admission-cluster.ts).
+   */
+  observeQuietFirstTokens(meanMs: number, count: number): void {
+    if (this.s.adaptive) this.adaptive = observeBaseline(this.adaptive, meanMs, count);
+  }
+
+  /** No recovery in flight or waiting (when first-token samples are the pool's normal). */
+  get quiet(): boolean {
+    return this.quietNow;
+  }
+
+  /** Called on every change of `quiet` (the cluster primary tells its workers, src/recovery/admission-cluster.ts). */
+  onQuietChange(listener: (quiet: boolean) => void): void {
+    this.quietListeners.push(listener);
+  }
+
+  private noteQuiet(): void {
+    const quiet = this.inFlight === 0 && this.queue.length === 0;
+    if (quiet === this.quietNow) return;
+    this.quietNow = quiet;
+    for (const l of this.quietListeners) l(quiet);
   }
 
   brakeOpen(): boolean {
@@ -149,6 +176,7 @@ export class AdmissionAuthority implements RecoveryAdmission {
       };
     });
     this.queue.push(waiter);
+    this.noteQuiet();
     const cancel = () => this.dequeue(waiter, this.refuse('cancelled', this.now() - now));
     if (signal) {
       signal.addEventListener('abort', cancel, { once: true });
@@ -161,6 +189,7 @@ export class AdmissionAuthority implements RecoveryAdmission {
     const i = this.queue.indexOf(w);
     if (i < 0) return;
     this.queue.splice(i, 1);
+    this.noteQuiet();
     this.leave(w);
     if (a.admitted === false && a.reason !== 'cancelled') this.observer?.waited(a.waitedMs, false);
     w.resolve(a);
@@ -180,6 +209,7 @@ export class AdmissionAuthority implements RecoveryAdmission {
 
   private grant(probe: boolean, waitedMs: number): Admission {
     this.inFlight++;
+    this.noteQuiet();
     if (this.inFlight > this.peakInFlight) this.peakInFlight = this.inFlight;
     const grantedAt = this.now();
     const inFlightAtGrant = this.inFlight;
@@ -197,6 +227,7 @@ export class AdmissionAuthority implements RecoveryAdmission {
         else if (!wasClosed && this.brake.mode(now) === 'closed') this.observer?.brakeChanged(false);
         this.adapt(result, now - grantedAt, inFlightAtGrant);
         this.pump();
+        this.noteQuiet();
       },
     };
     return { admitted: true, slot, waitedMs };
@@ -250,6 +281,7 @@ export class AdmissionAuthority implements RecoveryAdmission {
       this.leave(w);
       w.resolve(this.refuse('brake-open', this.now() - w.enqueuedAt));
     }
+    this.noteQuiet();
   }
 }
 

@@ -2,12 +2,14 @@
 // the real Envoy. Recoveries work whichever worker gets the stream, /metrics aggregates the workers, and
 // SIGTERM drains and exits cleanly. RECOVERY_ADAPTIVE is on: its samples travel to the primary over the IPC.
 import { type ChildProcess, spawn } from 'node:child_process';
+import net from 'node:net';
 import path from 'node:path';
 import { resetFaults } from '../../src/fake-engine/faults';
 import { type FakeEngine, startFakeEngine } from '../../src/fake-engine/server';
 import { type RunningEnvoy, startEnvoy } from '../../src/stack/envoy-process';
 import { freePorts } from '../../src/stack/ports';
 import { chatBody, newRequestId, postChat } from '../support/client';
+import { PROC_TAG_VAR, waitUntilGone } from '../support/processes';
 import { PORT_TAKEN } from '../support/stack';
 import { expectOneCompleteStream } from './helpers';
 
@@ -18,6 +20,8 @@ let sidecar: ChildProcess;
 let adminPort: number;
 let url: string;
 let stderr = '';
+/** Everything the primary and its workers printed (logs go to stdout), shown when the exit is not clean. */
+let output = '';
 
 beforeAll(async () => {
   resetFaults();
@@ -38,6 +42,7 @@ async function startSidecarAndEnvoy(): Promise<void> {
   const [listenPort, envoyAdmin, egressPort, extProcPort, sidecarAdmin] = await freePorts(5);
   adminPort = sidecarAdmin;
   stderr = '';
+  output = '';
   sidecar = spawn(process.execPath, [path.resolve(__dirname, '../../src/main.js')], {
     env: {
       ...process.env,
@@ -53,7 +58,11 @@ async function startSidecarAndEnvoy(): Promise<void> {
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  sidecar.stderr!.on('data', (d) => (stderr += d));
+  sidecar.stderr!.on('data', (d) => {
+    stderr += d;
+    output += d;
+  });
+  sidecar.stdout!.on('data', (d) => (output += d));
   await new Promise<void>((resolve, reject) => {
     let out = '';
     sidecar.stdout!.on('data', (d) => {
@@ -117,6 +126,43 @@ test("RECOVERY_ADAPTIVE: the workers' first tokens and recovery legs reach the p
 
 test('SIGTERM: the primary drains its workers and exits 0', async () => {
   const exited = new Promise<number | null>((resolve) => sidecar.once('exit', (code) => resolve(code)));
+  const started = Date.now();
   sidecar.kill('SIGTERM');
-  expect(await exited).toBe(0);
+  const code = await exited;
+  // On a failure, what the processes logged says which path ended the primary (the drain deadline, a crash).
+  expect(`exit ${code}${code === 0 ? '' : ` after ${Date.now() - started} ms\n${output}`}`).toBe('exit 0');
+});
+
+test('a worker that cannot start stops the primary with exit code 1 (not 0), no worker left behind', async () => {
+  const taken = net.createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  const port = (taken.address() as net.AddressInfo).port;
+  const [adminFree] = await freePorts(1);
+  const tag = `workers-start-${process.pid}-${Date.now()}`;
+  const primary = spawn(process.execPath, [path.resolve(__dirname, '../../src/main.js')], {
+    env: {
+      ...process.env,
+      WORKERS: '2',
+      PORT: String(port),
+      ADMIN_PORT: String(adminFree),
+      DOWNSTREAM_URL: 'http://127.0.0.1:9',
+      CONTINUATION_MODEL: 'generic-test',
+      LOG_LEVEL: 'error',
+      [PROC_TAG_VAR]: tag,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  primary.stdout!.on('data', (d) => (log += d));
+  primary.stderr!.on('data', (d) => (log += d));
+  try {
+    const code = await new Promise<number | null>((resolve) => primary.once('exit', (c) => resolve(c)));
+    expect(code).toBe(1);
+    expect(log).toContain('died during start-up');
+    expect(log).not.toContain('SIDECAR listening');
+    expect(await waitUntilGone(tag, 2000)).toEqual([]);
+  } finally {
+    if (primary.exitCode === null) primary.kill('SIGKILL');
+    taken.close();
+  }
 });
