@@ -102,7 +102,7 @@ export async function runPrimary(
         hub.onMessage(w, m);
       } else if (m.type === 'ready') {
         ready.set(w.id, m.port);
-        w.send(hub.quietMessage() satisfies ToWorker); // a replacement worker may start during a recovery
+        if (w.isConnected()) w.send(hub.quietMessage() satisfies ToWorker); // a replacement may start during a recovery
         if (!announced && ready.size === config.workers) {
           announced = true;
           log.info({ workers: config.workers, port: m.port }, 'all sidecar workers listening');
