@@ -25,6 +25,13 @@ export const KIMI_GEMMA_LLAMA: readonly CheckpointForm[] = [
       'no copy of the published chat_template.jinja was found to compare bytes with. Rendered (transformers 5.19.0), the two llama.cpp copies agree on a conversation without tools except for the default system prompt: its text, and the "\\n" Kimi-K2-Instruct.jinja leaves after its `<|im_end|>` (`{% endif %}` without trimming)',
     ],
     special: {},
+    promptEnds: [
+      {
+        kwargs: {},
+        endsWith:
+          '<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI.<|im_end|>\n<|im_user|>user<|im_middle|>Hi<|im_end|><|im_assistant|>assistant<|im_middle|>',
+      },
+    ],
     ...KIMI_PLAIN,
   },
   {
@@ -76,6 +83,10 @@ export const KIMI_GEMMA_LLAMA: readonly CheckpointForm[] = [
     modelWrites: '`<|channel>thought\\n` + R + `<channel|>` + C',
     finalTurn:
       '`<|turn>model\\n` + content with channel blocks stripped and trimmed; reasoning renders only on a turn with tool calls after the last user message',
+    promptEnds: [
+      { kwargs: {}, endsWith: '<BOS><|turn>user\nHi<turn|>\n<|turn>model\n<|channel>thought\n<channel|>' },
+      { kwargs: { enable_thinking: true }, endsWith: '<BOS><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n' },
+    ],
     parsers: { sglang: 'gemma4', vllm: 'gemma4' },
   },
   {

@@ -7,6 +7,9 @@ const MAGISTRAL_NO_JINJA =
 
 const GRANITE_PLAIN = {
   special: {},
+  promptEnds: [
+    { kwargs: {}, endsWith: '<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>' },
+  ],
   generationPrompt: '`<|start_of_role|>assistant<|end_of_role|>`',
   thinkingSwitch: 'none (never thinks)',
   modelWrites: 'the content only, no markers',
@@ -82,6 +85,7 @@ export const OTHERS: readonly CheckpointForm[] = [
     modelWrites: '`[THINK]` + R + `[/THINK]` + C',
     finalTurn:
       'content as sent (list content renders thinking chunks as `[THINK]…[/THINK]`), then eos_token, always: a continuation must be cut before `</s>`',
+    promptEnds: [{ kwargs: {}, endsWith: 'self-contained response.[/SYSTEM_PROMPT][INST]Hi[/INST]' }],
     parsers: { sglang: 'mistral', vllm: 'mistral' },
   },
   {
@@ -100,6 +104,13 @@ export const OTHERS: readonly CheckpointForm[] = [
     thinkingSwitch: 'thinking (default off); it only extends the default system prompt, so a client system message disables it',
     modelWrites: 'thinking on: `<think>` + R + `</think><response>` + C + `</response>` as the system prompt asks; off: the content',
     finalTurn: '`<|start_of_role|>assistant<|end_of_role|>` + content verbatim + `<|end_of_text|>\\n`',
+    promptEnds: [
+      { kwargs: {}, endsWith: '<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>' },
+      {
+        kwargs: { thinking: true },
+        endsWith: '<|start_of_role|>user<|end_of_role|>Hi<|end_of_text|>\n<|start_of_role|>assistant<|end_of_role|>',
+      },
+    ],
     parsers: {},
   },
   {
@@ -141,6 +152,7 @@ export const OTHERS: readonly CheckpointForm[] = [
     modelWrites: 'only the closing marker: R + `</think>` + C',
     finalTurn:
       'a final assistant message is taken out of the loop and rendered, stripped, after the generation prompt\u2019s `<think>\\n` (or `<think></think>`), even without add_generation_prompt',
+    promptEnds: [{ kwargs: {}, endsWith: '<SPECIAL_11>User\nHi\n<SPECIAL_11>Assistant\n<think>\n' }],
     parsers: {},
   },
   {
@@ -159,6 +171,10 @@ export const OTHERS: readonly CheckpointForm[] = [
     modelWrites: 'only the closing marker: R + `\\n</think>\\n` + C, as the template renders its own turn',
     finalTurn:
       'after the last user message: `<|im_start|>assistant\\n` + (`<think>\\n` + reasoning_content + `\\n</think>\\n` + content, or `<think></think>` + content) trimmed as a whole + `<|im_end|>\\n`',
+    promptEnds: [
+      { kwargs: {}, endsWith: '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n' },
+      { kwargs: { enable_thinking: false }, endsWith: '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think></think>' },
+    ],
     parsers: { sglang: 'nemotron_3', vllm: 'nemotron_v3' },
   },
   {

@@ -36,6 +36,10 @@ export const QWEN_DEEPSEEK: readonly CheckpointForm[] = [
       'only the closing marker: `R\\n</think>\\n\\nC` (the template renders its own turn as `<think>\\n` + R.strip("\\n") + `\\n</think>\\n\\n` + C.lstrip("\\n"))',
     finalTurn:
       'after the last user message: `<|im_start|>assistant\\n<think>\\n` + reasoning.strip("\\n") + `\\n</think>\\n\\n` + content.lstrip("\\n") + `<|im_end|>\\n` (reasoning_content, else split out of content at `</think>`); earlier turns drop the reasoning',
+    promptEnds: [
+      { kwargs: {}, endsWith: '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n' },
+      { kwargs: { enable_thinking: false }, endsWith: '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n' },
+    ],
     parsers: { sglang: 'qwen3-thinking', vllm: 'qwen3' },
   },
   {
@@ -77,6 +81,10 @@ export const QWEN_DEEPSEEK: readonly CheckpointForm[] = [
       'only the closing marker: R + `</think>` + C, in practice `R\\n</think>\\n\\nC` (the template lstrips "\\n" after `</think>` in history; it fixes no whitespace of its own)',
     finalTurn:
       'the last assistant message renders `<|im_start|>assistant\\n` + content verbatim + `<|im_end|>\\n`: no `<think>\\n`, reasoning_content not read; earlier assistant turns keep only the text after `</think>`',
+    promptEnds: [
+      { kwargs: {}, endsWith: '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n' },
+      { kwargs: { enable_thinking: false }, endsWith: '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n' },
+    ],
     parsers: { sglang: 'deepseek-r1', vllm: 'deepseek_r1' },
   },
   {
@@ -107,6 +115,10 @@ export const QWEN_DEEPSEEK: readonly CheckpointForm[] = [
       'only the closing marker: R + `</think>` + C, typically `…\\n</think>\\n\\n…` (the template keeps only the text after `</think>`, so it fixes no whitespace)',
     finalTurn:
       '`<｜Assistant｜>` + content.split("</think>")[-1] + `<｜end▁of▁sentence｜>`: reasoning dropped, reasoning_content not read, no `<think>\\n`',
+    promptEnds: [
+      { kwargs: {}, endsWith: '<BOS><｜User｜>Hi<｜Assistant｜><think>\n' },
+      { kwargs: { enable_thinking: false }, endsWith: '<BOS><｜User｜>Hi<｜Assistant｜><think>\n' },
+    ],
     parsers: { sglang: 'deepseek-r1', vllm: 'deepseek_r1' },
   },
   {
