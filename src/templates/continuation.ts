@@ -68,21 +68,48 @@ interface RawText {
   asArrived: boolean;
 }
 
-/** The raw text behind what the parser delivered, for where the prompt left the model. */
-export function rebuildRaw(d: Delivered, markers: Markers | undefined, state: PromptState): RawText | TemplateRefusal {
+/**
+ * The delivered parts as the template spells the model's turn: a parser that hands out every character delivers
+ * the whitespace the model wrote at the markers with the parts, where the template's spelling puts it. Parts
+ * that do not show it (a parser that dropped it, a model that wrote otherwise, a cut inside it), or text the
+ * model writes before the opening marker (which a parser may hand out on either side), cannot be placed.
+ */
+function spellingDiffers(d: Delivered, m: Markers, state: PromptState): string | undefined {
+  const sp = m.spelling;
+  if (!sp || !d.reasoning) return undefined;
+  if (state === 'free') {
+    if (sp.lead) return 'text-before-marker';
+    if (!d.reasoning.startsWith(sp.afterOpen) || d.reasoning.length <= sp.afterOpen.length) return 'whitespace-at-marker';
+  }
+  if (d.content && (!d.reasoning.endsWith(sp.beforeClose) || !d.content.startsWith(sp.afterClose) || d.content.length <= sp.afterClose.length))
+    return 'whitespace-at-marker';
+  return undefined;
+}
+
+/**
+ * The raw text behind what the parser delivered, for where the prompt left the model. `emptyBlock`: the
+ * template writes markers for a turn without reasoning (Kimi-K2-Thinking's `<think></think>`), so content
+ * without reasoning may or may not follow such a block.
+ */
+export function rebuildRaw(d: Delivered, markers: Markers | undefined, state: PromptState, emptyBlock = false): RawText | TemplateRefusal {
   const phase: Phase = d.content ? 'content' : 'reasoning';
   if (!markers) return d.reasoning ? refused('reasoning-without-template-markers') : { raw: d.content, phase, asArrived: false };
   // No reasoning parser (or SGLang's separate_reasoning false): the markers arrived in the content, as written.
   if (!d.reasoning && (d.content.includes(markers.open) || d.content.includes(markers.close)))
     return { raw: d.content, phase: 'content', asArrived: true };
   if (state === 'closed') return { raw: d.reasoning + d.content, phase, asArrived: false };
+  const misspelled = spellingDiffers(d, markers, state);
+  if (misspelled) return refused(misspelled);
   if (state === 'opens') {
     // Content without reasoning after a prompt that opened the block: a parser that saw the model close it at
     // once, or no parser at all (the reasoning itself, delivered as content). Which one cannot be told.
     if (!d.reasoning && d.content) return refused('raw-text-ambiguous');
     return { raw: phase === 'content' ? d.reasoning + markers.close + d.content : d.reasoning, phase, asArrived: false };
   }
-  if (!d.reasoning) return { raw: d.content, phase, asArrived: false };
+  if (!d.reasoning) return emptyBlock ? refused('raw-text-ambiguous') : { raw: d.content, phase, asArrived: false };
+  // The template never shows the model's reasoning after this prompt (it drops a final turn's): where its
+  // markers go and whether the model writes the opening one is a guess.
+  if (markers.from === 'template-text') return refused('reasoning-format-not-rendered');
   const head = markers.open + d.reasoning;
   return { raw: phase === 'content' ? head + markers.close + d.content : head, phase, asArrived: false };
 }
@@ -91,6 +118,8 @@ interface Renders {
   prompt1: string;
   markers: Markers | undefined;
   state: PromptState;
+  /** A turn without reasoning renders markers (an empty block) after the generation prompt. */
+  emptyBlock: boolean;
   /** vLLM: the generation prompt's tail the final turn's header does not render (R1: `<think>\n`). */
   tail: string | undefined;
 }
@@ -120,6 +149,11 @@ function renders(i: TemplateInputs): Renders {
   const full = attempt(() => enginePrompt('vllm', withFinal({ ...original, add_generation_prompt: false }, sentinels), at));
   const turn = full?.startsWith(withPrompt) ? full.slice(withPrompt.length) : undefined;
   const markers = findMarkers(i.template.text, gp, turn);
+  const plain = attempt(() =>
+    enginePrompt('vllm', withFinal({ ...original, add_generation_prompt: false }, { content: CONTENT_SENTINEL, reasoning_content: '' }), at),
+  );
+  const beforeContent = plain?.startsWith(withPrompt) ? plain.slice(withPrompt.length, plain.indexOf(CONTENT_SENTINEL)) : '';
+  const emptyBlock = !!markers && (beforeContent.includes(markers.open) || beforeContent.includes(markers.close));
   let tail: string | undefined;
   if (i.engine === 'vllm') {
     const probeBody = withFinal({ ...original, add_generation_prompt: false, continue_final_message: true }, { content: CONTENT_SENTINEL });
@@ -127,7 +161,7 @@ function renders(i: TemplateInputs): Renders {
     const head = probe?.endsWith(CONTENT_SENTINEL) ? probe.slice(0, -CONTENT_SENTINEL.length) : undefined;
     tail = head !== undefined && prompt1.startsWith(head) ? prompt1.slice(head.length) : undefined;
   }
-  return { prompt1, markers, state: markers ? promptState(prompt1, markers) : 'free', tail };
+  return { prompt1, markers, state: markers ? promptState(prompt1, markers) : 'free', emptyBlock, tail };
 }
 
 /** The final-message shapes to try, in order. */
@@ -154,7 +188,7 @@ export function designFromTemplate(i: TemplateInputs): TemplateDesign | Template
   } catch (e) {
     return refused(e instanceof TemplateRenderError ? 'template-raised' : 'template-not-rendered');
   }
-  const raw = rebuildRaw(i.delivered, r.markers, r.state);
+  const raw = rebuildRaw(i.delivered, r.markers, r.state, r.emptyBlock);
   if ('kind' in raw) return raw;
   const expected = r.prompt1 + raw.raw;
   const shapes = candidates(i.engine, raw, i.delivered, r.tail);

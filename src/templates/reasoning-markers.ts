@@ -29,6 +29,19 @@ export interface Markers {
   readonly close: string;
   /** How they were found: the template's rendering of the model's turn, or a parser's pair in its text. */
   readonly from: 'rendered-turn' | 'template-text';
+  /**
+   * The whitespace the template writes around the markers in the model's own turn (rendered-turn only): the
+   * model was trained on it, and a parser that hands out every character delivers it with the parts.
+   */
+  readonly spelling?: Spelling;
+}
+
+export interface Spelling {
+  /** Before the opening marker (GLM-4.6: "\n"); the model's, when the prompt does not open the block. */
+  readonly lead: string;
+  readonly afterOpen: string;
+  readonly beforeClose: string;
+  readonly afterClose: string;
 }
 
 /** Where the generation prompt leaves the model for one request. */
@@ -58,15 +71,28 @@ function aroundSentinels(turn: string): { before: string; between: string } | un
  */
 export function findMarkers(templateText: string, gp: string, turn: string | undefined): Markers | undefined {
   const around = turn === undefined ? undefined : aroundSentinels(turn);
+  const fromText = PARSER_MARKERS.find(([o, c]) => templateText.includes(o) && templateText.includes(c));
   if (around) {
-    const close = around.between.trim();
-    // The prompt opened the block (Qwen3.5: nothing before the reasoning) or the model writes the opening marker.
-    const open = around.before.trim() || PARSER_MARKERS.find(([o]) => gp.trimEnd().endsWith(o))?.[0] || '';
-    if (open && close && !isChannelFormat(open, close)) return { open, close, from: 'rendered-turn' };
-    if (!open && !close) return undefined;
+    // A parser's pair where the render shows one (Cohere's close is followed by `<|START_TEXT|>`, which the
+    // model writes too), else the non-blank text around the reasoning.
+    const pair = PARSER_MARKERS.find(([o, c]) => around.between.includes(c) && (around.before.includes(o) || gp.trimEnd().endsWith(o)));
+    const close = pair?.[1] ?? around.between.trim();
+    const written = pair ? (around.before.includes(pair[0]) ? pair[0] : '') : around.before.trim();
+    const open = pair?.[0] ?? (written || '');
+    if (open && close && !isChannelFormat(open, close)) {
+      const o = written ? around.before.indexOf(open) : -1;
+      const c = around.between.indexOf(close);
+      const spelling = {
+        lead: o >= 0 ? around.before.slice(0, o) : around.before,
+        afterOpen: o >= 0 ? around.before.slice(o + open.length) : '',
+        beforeClose: around.between.slice(0, c),
+        afterClose: around.between.slice(c + close.length),
+      };
+      return { open, close, from: 'rendered-turn', spelling };
+    }
+    if (!around.before.trim() && !around.between.trim()) return undefined;
   }
-  const pair = PARSER_MARKERS.find(([o, c]) => templateText.includes(o) && templateText.includes(c));
-  return pair ? { open: pair[0], close: pair[1], from: 'template-text' } : undefined;
+  return fromText ? { open: fromText[0], close: fromText[1], from: 'template-text' } : undefined;
 }
 
 /** Harmony-like channel headers (`<|channel|>analysis<|message|>`): not a pair the engines' parsers strip alike. */

@@ -10,7 +10,10 @@
 //     before the whitespace the template trimmed after the content (L545-611).
 // The clock is an input: a render "as of" an instant is the same text whenever it is made.
 import { Environment, Interpreter, parse, tokenize } from '@huggingface/jinja';
+import { usePythonStripping } from './python-strings';
 import { strftime } from './strftime';
+
+usePythonStripping();
 
 export type TemplateMessage = Readonly<Record<string, unknown>>;
 
