@@ -81,7 +81,10 @@ function spellingDiffers(d: Delivered, m: Markers, state: PromptState): string |
     if (sp.lead) return 'text-before-marker';
     if (!d.reasoning.startsWith(sp.afterOpen) || d.reasoning.length <= sp.afterOpen.length) return 'whitespace-at-marker';
   }
-  if (d.content && (!d.reasoning.endsWith(sp.beforeClose) || !d.content.startsWith(sp.afterClose) || d.content.length <= sp.afterClose.length))
+  if (
+    d.content &&
+    (!d.reasoning.endsWith(sp.beforeClose) || !d.content.startsWith(sp.afterClose) || d.content.length <= sp.afterClose.length)
+  )
     return 'whitespace-at-marker';
   return undefined;
 }
@@ -150,7 +153,11 @@ function renders(i: TemplateInputs): Renders {
   const turn = full?.startsWith(withPrompt) ? full.slice(withPrompt.length) : undefined;
   const markers = findMarkers(i.template.text, gp, turn);
   const plain = attempt(() =>
-    enginePrompt('vllm', withFinal({ ...original, add_generation_prompt: false }, { content: CONTENT_SENTINEL, reasoning_content: '' }), at),
+    enginePrompt(
+      'vllm',
+      withFinal({ ...original, add_generation_prompt: false }, { content: CONTENT_SENTINEL, reasoning_content: '' }),
+      at,
+    ),
   );
   const beforeContent = plain?.startsWith(withPrompt) ? plain.slice(withPrompt.length, plain.indexOf(CONTENT_SENTINEL)) : '';
   const emptyBlock = !!markers && (beforeContent.includes(markers.open) || beforeContent.includes(markers.close));

@@ -10,7 +10,7 @@
 //     before the whitespace the template trimmed after the content (L545-611).
 // The clock is an input: a render "as of" an instant is the same text whenever it is made.
 import { Environment, Interpreter, parse, tokenize } from '@huggingface/jinja';
-import { usePythonStripping } from './python-strings';
+import { pyStrip, usePythonStripping } from './python-strings';
 import { strftime } from './strftime';
 
 usePythonStripping();
@@ -98,10 +98,12 @@ export class ChatTemplate {
     last.content = final + CONTINUE_TAG;
     const rendered = this.render({ ...i, messages, addGenerationPrompt: false });
     const tag = CONTINUE_TAG.trim();
-    if (!rendered.includes(final.trim()) || !rendered.includes(tag))
+    if (!rendered.includes(pyStrip(final, null, true, true)) || !rendered.includes(tag))
       throw new TemplateRenderError('continue_final_message: the template does not render the final message');
     const at = rendered.lastIndexOf(tag);
-    return rendered.slice(at, at + CONTINUE_TAG.length) === CONTINUE_TAG ? rendered.slice(0, at) : rendered.slice(0, at).trimEnd();
+    return rendered.slice(at, at + CONTINUE_TAG.length) === CONTINUE_TAG
+      ? rendered.slice(0, at)
+      : pyStrip(rendered.slice(0, at), null, false, true);
   }
 }
 

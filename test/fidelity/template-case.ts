@@ -67,14 +67,25 @@ function tokensAfter(tokens: string[], offset: number): string[] {
 export async function runTemplateCase(h: Harness, c: CaseInput): Promise<CaseResult> {
   const body: Record<string, unknown> = { model: 'm', stream: true, messages: c.messages };
   if (c.kwargs) body.chat_template_kwargs = c.kwargs;
-  const promptJob = (b: Record<string, unknown>) => ({ op: `${c.engine}_prompt`, body: b, special: c.special, template: c.template, nowMs: c.nowMs });
+  const promptJob = (b: Record<string, unknown>) => ({
+    op: `${c.engine}_prompt`,
+    body: b,
+    special: c.special,
+    template: c.template,
+    nowMs: c.nowMs,
+  });
   const p1 = await h.call(promptJob(body));
   if (!p1.ok) return { skipped: `the template refuses this conversation (${String(p1.error).slice(0, 80)})`, cuts: [] };
   const prompt1: string = p1.text;
-  const out = await modelOutput(h, { template: c.template, messages: c.messages, kwargs: c.kwargs ?? {}, special: c.special, nowMs: c.nowMs }, prompt1);
+  const out = await modelOutput(
+    h,
+    { template: c.template, messages: c.messages, kwargs: c.kwargs ?? {}, special: c.special, nowMs: c.nowMs },
+    prompt1,
+  );
   const tokens = rawTokens(out.text, out.markers ?? []);
   const sglangParser = out.markers ? (c.sglangParser ?? SGLANG_PARSER_FOR[out.markers[0]]) : undefined;
-  const parserName = c.parser === 'none' ? 'none' : c.engine === 'sglang' ? (sglangParser ?? 'marker-split') : 'marker-split (our reading of vLLM)';
+  const parserName =
+    c.parser === 'none' ? 'none' : c.engine === 'sglang' ? (sglangParser ?? 'marker-split') : 'marker-split (our reading of vLLM)';
   const split = async (b: Record<string, unknown>, toks: string[], prompt: string): Promise<Split[]> => {
     if (c.parser === 'none' || !out.markers) return toks.map((t) => ({ reasoning: '', content: t }));
     if (c.engine === 'sglang' && sglangParser) {
@@ -95,7 +106,11 @@ export async function runTemplateCase(h: Harness, c: CaseInput): Promise<CaseRes
     const phase = delivered.content ? 'content' : 'reasoning';
     const state = { ...delivered, toolCallsSeen: false };
     const target = { continuationModel: 'an-unknown-model', engine: c.engine, served, clock };
-    const plan = planContinuationRequest(body, state, { ...target, rates: { cjk: 1.6, other: 4 }, designed: designLeg2(body, state, target) });
+    const plan = planContinuationRequest(body, state, {
+      ...target,
+      rates: { cjk: 1.6, other: 4 },
+      designed: designLeg2(body, state, target),
+    });
     if (plan.kind === 'skip') {
       cuts.push({ kind: 'refused', phase, detail: `${plan.reason}:${plan.detail ?? ''}` });
       continue;
