@@ -3,7 +3,9 @@
 // the same bodies through SGLang's own functions and transformers' renderer (test/fidelity/harness.py) and
 // requires the same text.
 //
-// SGLang 0.5.23 (srt/entrypoints/openai/serving_chat.py): a message's None fields are dropped and None content
+// SGLang 0.5.23 (srt/entrypoints/openai/serving_chat.py): the request's reasoning switches (reasoning_effort, a
+// `reasoning` object's effort and enabled) set chat_template_kwargs' thinking and enable_thinking where the
+// client did not (entrypoints/openai/protocol.py L1094-1151); a message's None fields are dropped and None content
 // becomes "" (L2129-2151, parser/jinja_template_utils.py L239-241); a final assistant message with string content
 // is removed when continue_final_message is set, and its content is appended verbatim after a render with the
 // generation prompt (L513-549, L2153-2235); reasoning_effort and chat_template_kwargs are template variables
@@ -24,6 +26,7 @@ export type SpecialTokens = Readonly<Record<string, string>>;
 
 interface Body {
   messages?: unknown;
+  reasoning?: unknown;
   chat_template_kwargs?: unknown;
   reasoning_effort?: unknown;
   tools?: unknown;
@@ -61,12 +64,32 @@ function vllmMessage(m: Record<string, unknown>): TemplateMessage {
   return out;
 }
 
+const EFFORTS = new Set(['none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'ultra', 'max']);
+
+/** SGLang's normalize_reasoning_inputs: the effort it keeps and the thinking switch it derives, if any. */
+function sglangReasoning(body: Body): { effort: unknown; thinking: boolean | undefined } {
+  let effort = body.reasoning_effort;
+  let thinking: boolean | undefined;
+  const r = body.reasoning;
+  if (isObject(r)) {
+    const e = r.effort ?? r.reasoning_effort;
+    if (typeof e === 'string' && EFFORTS.has(e)) effort = e;
+    const enabled = r.enabled ?? r.enable ?? false;
+    if (typeof enabled === 'string' ? ['1', 'true', 'yes', 'y', 'on'].includes(enabled.trim().toLowerCase()) : Boolean(enabled))
+      thinking = true;
+  }
+  if (effort !== undefined && effort !== null) thinking = effort !== 'none';
+  return { effort, thinking };
+}
+
 function templateVariables(engine: RenderEngine, body: Body, special: SpecialTokens): Record<string, unknown> {
   const user = isObject(body.chat_template_kwargs) ? body.chat_template_kwargs : {};
   const vars: Record<string, unknown> = { ...special };
   if (engine === 'sglang') {
-    if (body.reasoning_effort !== undefined && body.reasoning_effort !== null) vars.reasoning_effort = body.reasoning_effort;
-    return { ...vars, ...user };
+    const { effort, thinking } = sglangReasoning(body);
+    if (effort !== undefined && effort !== null) vars.reasoning_effort = effort;
+    const kwargs = thinking === undefined ? user : { thinking, enable_thinking: thinking, ...user };
+    return { ...vars, ...kwargs };
   }
   Object.assign(vars, user);
   if (body.reasoning_effort !== undefined && body.reasoning_effort !== null) {
