@@ -21,6 +21,7 @@ import { createTracing } from './obs/tracing';
 import { AdmissionAuthority, admissionSettings, type RecoveryAdmission } from './recovery/admission';
 import type { GatewayContext } from './stream/context';
 import { RequestExchange } from './stream/request-exchange';
+import { templateProvider } from './templates/provider';
 import { UpstreamClient } from './upstream/client';
 
 export interface Sidecar {
@@ -89,6 +90,8 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
   const detection =
     config.continuationModel?.trim().toLowerCase() === AUTO ? new FamilyDetection({ baseUrl: config.downstreamUrl, log }) : undefined;
   void detection?.start();
+  // CHAT_TEMPLATE: read (or, `auto`, asked of the engine) once; every continuation renders and verifies with it.
+  const chatTemplate = await templateProvider(config.chatTemplate, { baseUrl: config.downstreamUrl, log });
   const ctx: GatewayContext = {
     config,
     log,
@@ -105,6 +108,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
     inFlight,
     envoyVersion,
     detectedModel: detection,
+    chatTemplate,
     tracing: createTracing(config.tracing),
   };
   const health = new HealthStatus('NOT_SERVING');
@@ -149,6 +153,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
   } catch (e) {
     envoyVersion.stop();
     detection?.stop();
+    chatTemplate.stop();
     server.forceShutdown();
     await ctx.upstream.close();
     await ctx.tracing?.shutdown();
@@ -175,6 +180,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
       listening = false;
       envoyVersion.stop();
       detection?.stop();
+      chatTemplate.stop();
       health.setAll('NOT_SERVING');
       health.endWatches();
       await new Promise<void>((resolve) => {

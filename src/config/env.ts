@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { GatewayError } from '../errors';
 import type { TracingConfig } from '../obs/tracing';
+import { ChatTemplateConfigError, TEMPLATE_AUTO, templateFromFiles } from '../templates/provider';
 import { resolveWorkers, type WorkersSource } from './cpu-limit';
 import { OTEL_VARIABLES, tracingConfig } from './otel-env';
 import { bool, httpUrl, MAX_TIMER_SECONDS, num, optionalHttpUrl, optionalString } from './values';
@@ -12,6 +13,8 @@ const schema = z.object({
   DOWNSTREAM_URL: httpUrl,
   CONTINUATION_URL: optionalHttpUrl,
   CONTINUATION_MODEL: optionalString,
+  // The template the engine serves (src/templates/source.ts): a file, the model directory, or `auto`.
+  CHAT_TEMPLATE: optionalString,
   CONTINUATION_ENGINE: z
     .string()
     .optional()
@@ -96,6 +99,11 @@ export interface GatewayConfig {
   readonly continuationUrl: string;
   /** The model family the deployment serves; unset = no request is ever in scope. */
   readonly continuationModel: string | undefined;
+  /**
+   * CHAT_TEMPLATE: a .jinja, tokenizer_config.json or chat_template.json file, the model directory, or `auto`
+   * (llama-server's /props); undefined = none (src/templates/provider.ts).
+   */
+  readonly chatTemplate: string | undefined;
   /** Which engine serves the model: how a continuation request is rendered (src/families/). */
   readonly engine: 'sglang' | 'vllm' | 'llamacpp';
   readonly continuationEnabled: boolean;
@@ -207,11 +215,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     throw new ConfigError(problems);
   }
   const e = parsed.data;
+  const templateProblem = checkChatTemplate(e.CHAT_TEMPLATE, e.CONTINUATION_MODEL);
+  if (templateProblem) throw new ConfigError([templateProblem]);
   const workers = resolveWorkers(e.WORKERS, env);
   return Object.freeze({
     downstreamUrl: e.DOWNSTREAM_URL,
     continuationUrl: e.CONTINUATION_URL ?? e.DOWNSTREAM_URL,
     continuationModel: e.CONTINUATION_MODEL,
+    chatTemplate: e.CHAT_TEMPLATE,
     engine: e.CONTINUATION_ENGINE,
     continuationEnabled: e.CONTINUATION_ENABLED,
     stallIdleTimeoutMs: e.STALL_IDLE_TIMEOUT_SECONDS * 1000,
@@ -261,4 +272,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     logLevel: e.LOG_LEVEL,
     tracing: tracingConfig(e, e.CONTINUATION_ENGINE, e.DOWNSTREAM_URL),
   });
+}
+
+/** A CHAT_TEMPLATE file that cannot be read or parsed stops the sidecar now, not at the first crash. */
+function checkChatTemplate(setting: string | undefined, model: string | undefined): string | undefined {
+  if (setting === undefined) return undefined;
+  if (model === undefined)
+    return 'config error: CHAT_TEMPLATE needs CONTINUATION_MODEL (the name the model is served as; any name: the template decides the format)';
+  if (setting.toLowerCase() === TEMPLATE_AUTO) return undefined;
+  try {
+    templateFromFiles(setting);
+    return undefined;
+  } catch (err) {
+    if (err instanceof ChatTemplateConfigError) return err.message;
+    throw err;
+  }
 }

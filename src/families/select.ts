@@ -14,6 +14,7 @@ export const GENERIC: ModelFamily = {
   match: /^generic$/,
   examples: ['generic'],
   template: '',
+  provenTemplates: [],
   reasoning: GENERIC_FORMAT,
   thinking: () => true,
   engines: {

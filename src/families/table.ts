@@ -69,6 +69,7 @@ const qwen3: ModelFamily = {
   match: /^qwen3(?![.-]?([56](?!\d)|coder))|^qwq/,
   examples: ['Qwen/Qwen3-32B', 'qwen3-8b', 'Qwen/QwQ-32B'],
   template: 'Qwen-Qwen3-0.6B.jinja',
+  provenTemplates: [],
   reasoning: THINK(false, undefined, QWEN_SPELLING),
   thinking: enableThinking,
   engines: {
@@ -94,6 +95,7 @@ const qwen35: ModelFamily = {
   match: /^qwen3[.-]?[56](?!\d)/,
   examples: ['Qwen/Qwen3.5-397B-A17B', 'qwen3.6', 'Qwen/Qwen3.6-35B-A3B'],
   template: 'Qwen3.5-4B.jinja',
+  provenTemplates: [],
   reasoning: THINK(true, undefined, QWEN_SPELLING),
   thinking: enableThinking,
   engines: {
@@ -127,6 +129,7 @@ const glm46: ModelFamily = {
   match: /^glm-?4\.[56](?!\d)/,
   examples: ['zai-org/GLM-4.6', 'glm-4.5-air'],
   template: 'GLM-4.6.jinja',
+  provenTemplates: [],
   reasoning: THINK(false, '\n', { afterClose: '\n', offLead: '\n' }),
   thinking: enableThinking,
   engines: {
@@ -154,6 +157,7 @@ const glm47: ModelFamily = {
   match: /^glm-?(4\.7|5)/,
   examples: ['zai-org/GLM-4.7', 'GLM-4.7-Flash'],
   template: 'GLM-4.7-Flash.jinja',
+  provenTemplates: [],
   reasoning: THINK(true),
   thinking: enableThinking,
   engines: {
@@ -179,6 +183,7 @@ const deepseekV31: ModelFamily = {
   match: /^deepseek-?v3\.1/,
   examples: ['deepseek-ai/DeepSeek-V3.1', 'DeepSeek-V3.1-Terminus'],
   template: 'deepseek-ai-DeepSeek-V3.1.jinja',
+  provenTemplates: [],
   reasoning: THINK(true),
   thinking: thinkingKwarg(false),
   engines: {
@@ -200,6 +205,7 @@ const deepseekV32: ModelFamily = {
   match: /^deepseek-?v3\.2/,
   examples: ['deepseek-ai/DeepSeek-V3.2', 'DeepSeek-V3.2-Exp'],
   template: 'deepseek-ai-DeepSeek-V3.2.jinja',
+  provenTemplates: [],
   reasoning: THINK(true),
   thinking: thinkingKwarg(false, true),
   engines: {
@@ -217,6 +223,7 @@ const deepseekV4: ModelFamily = {
   match: /^deepseek-?v4/,
   examples: ['deepseek-ai/DeepSeek-V4', 'DeepSeek-V4-Flash'],
   template: 'deepseek-ai-DeepSeek-V4.jinja',
+  provenTemplates: [],
   reasoning: THINK(true),
   thinking: thinkingKwarg(true),
   engines: {
@@ -236,6 +243,7 @@ const deepseekR1: ModelFamily = {
   match: /^deepseek-?r1/,
   examples: ['deepseek-ai/DeepSeek-R1-Distill-Qwen-32B', 'DeepSeek-R1-Distill-Llama-8B'],
   template: 'deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja',
+  provenTemplates: [],
   reasoning: THINK(true, undefined, QWEN_SPELLING),
   // This template closes the think block unless enable_thinking is set (`{% if not enable_thinking %}</think>`).
   thinking: (i) => Boolean(i.chatTemplateKwargs.enable_thinking ?? effortSays(i) ?? false),
@@ -267,6 +275,7 @@ const kimiK2: ModelFamily = {
   match: /^kimi-?k2/,
   examples: ['moonshotai/Kimi-K2-Thinking', 'kimi-k2.6'],
   template: 'Kimi-K2-Thinking.jinja',
+  provenTemplates: [],
   reasoning: THINK(false),
   thinking: always,
   engines: {
@@ -288,6 +297,7 @@ const kimiK3: ModelFamily = {
   match: /^kimi-?k3/,
   examples: ['moonshotai/Kimi-K3', 'kimi-k3'],
   template: 'Kimi-K3.jinja',
+  provenTemplates: [],
   reasoning: { open: K3_OPEN, close: K3_CLOSE, promptOpens: true },
   thinking: thinkingKwarg(true),
   engines: {
@@ -314,6 +324,7 @@ const gptOss: ModelFamily = {
   match: /^gpt-?oss/,
   examples: ['openai/gpt-oss-120b', 'gpt-oss-20b'],
   template: 'openai-gpt-oss-120b.jinja',
+  provenTemplates: [],
   reasoning: HARMONY,
   thinking: always,
   engines: {
@@ -345,6 +356,7 @@ const minimaxM2: ModelFamily = {
   match: /^minimax-?m2/,
   examples: ['MiniMaxAI/MiniMax-M2', 'minimax-m2.5'],
   template: 'MiniMax-M2.jinja',
+  provenTemplates: [],
   reasoning: THINK(true, undefined, QWEN_SPELLING),
   thinking: always,
   engines: {
@@ -381,6 +393,7 @@ function plainFamily(
     match,
     examples,
     template,
+    provenTemplates: [],
     reasoning: null,
     thinking: never,
     engines: {

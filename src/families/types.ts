@@ -92,6 +92,13 @@ export interface ModelFamily {
   readonly examples: readonly string[];
   /** The template file under llama.cpp's models/templates/ that the fidelity suite renders. */
   readonly template: string;
+  /**
+   * sha256 of the template texts this entry was proven against (the checkpoints' own, test/unit/family-fidelity):
+   * a served CHAT_TEMPLATE with one of these hashes keeps the entry's rules (src/recovery/leg2-design.ts).
+   */
+  readonly provenTemplates: readonly string[];
+  /** Its template renders the date (strftime_now): a continuation across a date change is not exact. */
+  readonly readsClock?: boolean;
   /** null: the model has no reasoning format; its answer is the content alone. */
   readonly reasoning: ReasoningFormat | null;
   readonly thinking: ThinkingRule;

@@ -6,27 +6,32 @@
 // engine's prompt to be the uninterrupted prompt followed by the text the model had generated, it carries
 // the raw text after the generation prompt (SGLang), or the parts the template renders back into it (vLLM,
 // llama.cpp). Where no request can do that, there is no leg 2: the stream ends explicitly.
-import { phaseOf, rawText } from '../families/raw-text';
-import { selectFamily } from '../families/select';
-import { type Engine, isUnsupported, type Leg2Shape, type ModelFamily, type Phase } from '../families/types';
 import { isObject, type JsonObject } from '../openai/chat';
+import type { PromptDiff } from '../templates/prompt-diff';
 import { type CaseKind, classifyCase } from './interrupted-case';
+import { type ContinuationTarget, type Designed, designLeg2, type Leg2Design } from './leg2-design';
 import { estimateRecoveredTokens, type RecoveredTokens } from './token-estimate';
 
-export type SkipReason = 'budget-exhausted' | 'tool-call-seen' | 'no-recoverable-content' | 'continuation-unsupported';
+export { designLeg2, type Leg2Design } from './leg2-design';
 
-export interface Leg2Design {
-  family: ModelFamily;
-  phase: Phase;
-  thinking: boolean;
-  shape: Leg2Shape;
-  /** The raw text the engine's prompt continues from (what a text /tokenize counts as the prefix). */
-  raw: string;
-}
+export type SkipReason =
+  | 'budget-exhausted'
+  | 'tool-call-seen'
+  | 'no-recoverable-content'
+  | 'continuation-unsupported'
+  | 'continuation-unverified';
 
 export type Leg2Plan =
   | { kind: 'send'; body: JsonObject; recovered: RecoveredTokens; case: CaseKind; budgetFields: string[]; design: Leg2Design }
-  | { kind: 'skip'; reason: SkipReason; recovered?: RecoveredTokens; detail?: string; design?: Partial<Leg2Design> };
+  | {
+      kind: 'skip';
+      reason: SkipReason;
+      recovered?: RecoveredTokens;
+      detail?: string;
+      design?: Partial<Leg2Design>;
+      /** continuation-unverified: where the prompts parted (offsets and lengths, never text). */
+      diff?: PromptDiff;
+    };
 
 interface State {
   reasoning: string;
@@ -40,35 +45,15 @@ const BUDGET_FIELDS = ['max_tokens', 'max_completion_tokens'] as const;
 // Engines accept an integer or its decimal string (pydantic lax mode); anything else gives NaN.
 const budgetValue = (v: unknown): number => (typeof v === 'number' ? v : typeof v === 'string' && v.trim() !== '' ? Number(v) : NaN);
 
-/** The family's leg 2 for this cut, or why there is none. Pure; also used to count the prefix before planning. */
-export function designLeg2(
-  original: JsonObject,
-  state: State,
-  cfg: { continuationModel: string; engine: Engine },
-): { design: Leg2Design } | { unsupported: string; design: Partial<Leg2Design> } {
-  const family = selectFamily(cfg.continuationModel).family;
-  const delivered = { reasoning: state.reasoning, content: state.content };
-  const phase = phaseOf(delivered);
-  const thinking = family.thinking(
-    {
-      chatTemplateKwargs: isObject(original.chat_template_kwargs) ? original.chat_template_kwargs : {},
-      reasoningEffort: original.reasoning_effort,
-    },
-    cfg.engine,
-  );
-  const partial = { family, phase, thinking };
-  const messages = Array.isArray(original.messages) ? original.messages : [];
-  const shape = family.engines[cfg.engine].plan({ delivered, phase, thinking, messages });
-  if (isUnsupported(shape)) return { unsupported: shape.unsupported, design: partial };
-  const raw = rawText(family.reasoning, delivered, phase, thinking);
-  if (typeof raw !== 'string') return { unsupported: raw.unsupported, design: partial };
-  return { design: { ...partial, shape, raw } };
-}
-
 export function planContinuationRequest(
   original: JsonObject,
   state: State,
-  cfg: { continuationModel: string; engine: Engine; rates: { cjk: number; other: number }; recovered?: RecoveredTokens },
+  cfg: ContinuationTarget & {
+    rates: { cjk: number; other: number };
+    recovered?: RecoveredTokens;
+    /** The design already made (and checked) for this cut; designed here when absent. */
+    designed?: Designed;
+  },
 ): Leg2Plan {
   // The two exclusions the reference makes before attempting (guarded()): a tool call the client has
   // seen cannot be continued (continue_final_message has no "tool call in progress" state), and with no
@@ -76,9 +61,9 @@ export function planContinuationRequest(
   const kase = classifyCase(state.toolCallsSeen, state.reasoning, state.content);
   if (kase === 'tool-call-seen' || kase === 'no-recoverable-content') return { kind: 'skip', reason: kase };
 
-  const designed = designLeg2(original, state, cfg);
+  const designed = cfg.designed ?? designLeg2(original, state, cfg);
   if ('unsupported' in designed)
-    return { kind: 'skip', reason: 'continuation-unsupported', detail: designed.unsupported, design: designed.design };
+    return { kind: 'skip', reason: designed.reason, detail: designed.unsupported, design: designed.design, diff: designed.diff };
   const { design } = designed;
 
   // An exact count (TOKENIZE_URL) when the caller has one, else the reference's character estimate.

@@ -34,6 +34,9 @@ export type InterruptReason =
   | 'tool-call-delivered'
   | 'nothing-recoverable'
   | 'continuation-unsupported'
+  // The continuation's prompt could not be shown to be the uninterrupted one plus the delivered text (the
+  // served template, the engine's own rendering, or a date change said otherwise): not sent.
+  | 'continuation-unverified'
   | 'continuation-disabled'
   // The delivered text outgrew MAX_CONTINUATION_PREFIX_BYTES: relayed to its end, never continued.
   | 'continuation-prefix-too-large'

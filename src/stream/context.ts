@@ -6,6 +6,7 @@ import type { Metrics } from '../obs/metrics';
 import type { Tracing } from '../obs/tracing';
 import type { ChatRequest } from '../openai/chat';
 import type { RecoveryAdmission } from '../recovery/admission';
+import type { TemplateProvider } from '../templates/provider';
 import type { UpstreamClient } from '../upstream/client';
 
 export interface GatewayContext {
@@ -25,6 +26,8 @@ export interface GatewayContext {
   readonly envoyVersion?: { passthroughReason(): string | undefined };
   /** CONTINUATION_MODEL=auto: the name detected from the engine (src/families/detect.ts); undefined until then. */
   readonly detectedModel?: { model(): string | undefined };
+  /** CHAT_TEMPLATE: the template the engine serves (src/templates/provider.ts); unset or undefined = none. */
+  readonly chatTemplate?: TemplateProvider;
   /** OpenTelemetry traces (src/obs/tracing.ts); unset = off. */
   readonly tracing?: Tracing;
 }

@@ -5,19 +5,17 @@
 // (reset, stall, EOF) is followed by another one, from everything delivered so far, up to MAX_CONTINUATIONS
 // (default 1: the reference's two legs at most); any other failure, or the last, ends the stream with the
 // interruption event.
-import { selectFamily } from '../families/select';
 import type { JsonObject } from '../openai/chat';
-import { designLeg2, planContinuationRequest } from '../recovery/continuation-request';
+import { planContinuationRequest } from '../recovery/continuation-request';
 import { revisionFromHeaders, revisionsDiffer } from '../recovery/model-revision';
 import { decidePostCommit } from '../recovery/planner';
 import type { InterruptReason } from '../recovery/reasons';
 import { usageCount } from '../recovery/usage';
-import { AVOID_HOST_HEADER } from '../request/forward-headers';
 import { LegOpenError } from '../upstream/client';
 import { LegReader } from '../upstream/leg-reader';
-import { type CountedRecoveredTokens, countRecoveredTokens } from '../upstream/tokenizer';
-import { continuationModelOf } from './context';
+import type { CountedRecoveredTokens } from '../upstream/tokenizer';
 import { endCancelled, interruptStream } from './give-up';
+import { prepareContinuation } from './leg2-prepare';
 import { relayLeg2 } from './leg2-relay';
 import type { ContinuationPort } from './request-port';
 
@@ -64,38 +62,31 @@ async function endWith(r: ContinuationPort, reason: InterruptReason, heldToolCal
 async function continueOnce(r: ContinuationPort, heldToolCall: Buffer | undefined, n: number): Promise<boolean> {
   const cfg = r.ctx.config;
   const rates = { cjk: cfg.cjkCharsPerToken, other: cfg.otherCharsPerToken };
-  const onFallback = (detail: string, code: string) =>
-    r.log.warn({ decision: 'TOKENIZE_FALLBACK', reason: code, detail }, 'tokenize failed, using the character estimate');
-  const continuationModel = continuationModelOf(r.ctx) ?? '';
-  const target = { continuationModel, engine: cfg.engine };
-  // The raw text leg 2's prompt continues from, counted too: leg 2's prompt_tokens minus it is the original
-  // prompt. A cut the family cannot continue exactly has no prefix; planContinuationRequest says why below.
-  const designed = designLeg2(r.req.payload, r.tracker, target);
-  const prefix = 'design' in designed && 'raw' in designed.design ? (designed.design.raw ?? '') : '';
-  const known = selectFamily(continuationModel).known && designed.design.family?.name !== 'generic';
-  let counted: CountedRecoveredTokens = await countRecoveredTokens(r.req.payload, r.tracker.reasoning, r.tracker.content, {
-    url: cfg.tokenizeUrl,
-    dialect: cfg.tokenizeDialect,
-    rates,
-    prefix,
-    prefixIsGenerated: known,
-    onFallback,
-    deadlineMs: cfg.tokenizeTimeoutMs,
-    // Through Envoy's egress, counted where leg 2 may land: not on the replica that just failed.
-    headers: r.lastHost ? { [AVOID_HOST_HEADER]: r.lastHost } : undefined,
-    signal: cfg.tokenizeUrl ? r.cancellation.signal : undefined,
-  });
+  const prepared = await prepareContinuation(r);
   if (r.cancellation.cancelled) return await cancelled(r);
-  counted = fromEngineUsage(r.tracker.usageCurrent ? r.tracker.lastUsage : null) ?? counted;
-  const plan = planContinuationRequest(r.req.payload, r.tracker, { ...target, rates, recovered: counted });
+  const counted = fromEngineUsage(r.tracker.usageCurrent ? r.tracker.lastUsage : null) ?? prepared.counted;
+  const plan = planContinuationRequest(r.req.payload, r.tracker, {
+    ...prepared.target,
+    rates,
+    recovered: counted,
+    designed: prepared.designed,
+  });
   if (plan.kind === 'skip') {
     const why = plan.design
       ? {
-          family: plan.design.family?.name,
+          family: plan.design.familyName,
+          source: plan.design.source,
           engine: cfg.engine,
           phase: plan.design.phase,
           thinking: plan.design.thinking,
           detail: plan.detail,
+          // Where the prompts parted: offsets and lengths, never text.
+          ...(plan.diff
+            ? { differs_at: plan.diff.at, expected_length: plan.diff.expectedLength, actual_length: plan.diff.actualLength }
+            : {}),
+          ...(prepared.verdict?.kind === 'differs' && prepared.verdict.tokenAt !== undefined
+            ? { differs_at_token: prepared.verdict.tokenAt }
+            : {}),
         }
       : {};
     r.log.info({ decision: 'SKIPPED', reason: plan.reason, ...why }, 'no continuation leg');
@@ -113,7 +104,10 @@ async function continueOnce(r: ContinuationPort, heldToolCall: Buffer | undefine
   r.logTransition('ATTEMPT', {
     leg: n + 1,
     case: plan.case,
-    family: plan.design.family.name,
+    family: plan.design.familyName,
+    source: plan.design.source,
+    verified_by: plan.design.verifiedBy,
+    raw_as_arrived: plan.design.rawAsArrived,
     phase: plan.design.phase,
     leg2_split: plan.design.shape.split,
     recovered_reasoning_tokens: plan.recovered.reasoningTokens,

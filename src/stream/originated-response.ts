@@ -50,6 +50,8 @@ export class OriginatedResponse implements Leg1Port, ContinuationPort {
   readonly started = Date.now();
   /** FIRST_DELTA_DEADLINE_SECONDS after the request arrived: its first delta, or an explicit error, by then. */
   readonly firstDeltaDue: number;
+  /** When the latest leg 1 attempt was sent: its engine rendered the uninterrupted prompt as of then. */
+  leg1SentAt = this.started;
   /** When the first delta went out: the commit point, set by commit() only. */
   private committedAt: number | null = null;
   private upstreamStatus: number | null = null;
@@ -375,6 +377,7 @@ export class OriginatedResponse implements Leg1Port, ContinuationPort {
     if (this.cancellation.cancelled) return new LegOpenError('aborted');
     this.abort = new LegAbort();
     this.legs++;
+    if (!continuation) this.leg1SentAt = Date.now();
     const revisionHeader = this.ctx.config.modelRevisionHeader;
     const revision =
       continuation && revisionHeader && this.modelRevision ? { header: revisionHeader, value: this.modelRevision } : undefined;

@@ -74,6 +74,8 @@ export interface ContinuationPort extends LegSender {
   noteContinuation(recovered: RecoveredTokens, countMethod: CountMethod): void;
   /** A continuation leg failed after answering and another follows: recovery latency counts from now. */
   noteFailure(): void;
+  /** When the leg 1 attempt the client is reading was sent (ms since the epoch): the engine rendered its prompt then. */
+  readonly leg1SentAt: number;
   /** When the failure the recovery in flight answers was seen (ms since the epoch). */
   readonly failedAt: number;
   admit(promptTokens: number, deliveredTokens: number, due?: number): Promise<Refusal>;

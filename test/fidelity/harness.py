@@ -24,6 +24,7 @@ import logging
 import os
 import sys
 import types
+from datetime import datetime
 
 # sglang/__init__.py imports torch and triton (srt/utils/common.py); the parser modules do not. A bare package
 # object with the right __path__ lets them import on their own.
@@ -98,9 +99,17 @@ SGLANG.update(
 )
 
 
+# The instant strftime_now reads, when a job names one (ms since the epoch, read in this process's time zone as
+# transformers' datetime.now() is): a render argument shadows the environment's global of the same name.
+_NOW = {"ms": None}
+
+
 def render(template, messages, kwargs, special, tools=None, add_generation_prompt=False, continue_final_message=False):
     """tokenizer.apply_chat_template(tokenize=False) of transformers 5.19: the special tokens map under kwargs."""
     template_kwargs = {**special, **kwargs}
+    if _NOW["ms"] is not None:
+        instant = datetime.fromtimestamp(_NOW["ms"] / 1000)
+        template_kwargs["strftime_now"] = lambda fmt: instant.strftime(fmt)
     rendered, _ = render_jinja_template(
         conversations=[messages],
         tools=tools,
@@ -249,6 +258,7 @@ def main():
             continue
         job = json.loads(line)
         reply = {"id": job.get("id")}
+        _NOW["ms"] = job.get("nowMs")
         try:
             path = job.get("templatePath")
             if path:

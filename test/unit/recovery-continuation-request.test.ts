@@ -34,7 +34,7 @@ describe('planContinuationRequest: body', () => {
       add_generation_prompt: false,
       stream_options: { include_usage: true },
     });
-    expect(p.design.family.name).toBe('generic');
+    expect(p.design.familyName).toBe('generic');
     expect(p.design.raw).toBe('<think>let me think. </think>The answer is par');
   });
 

@@ -1,0 +1,142 @@
+// One fidelity case of the template path: a template, an engine, a conversation, a thinking setting and a
+// reasoning parser (or none). The model's raw output comes from the template (model-output.ts); the engine's
+// prompts come from the engine's own code (harness.py: SGLang's request handling and transformers' renderer);
+// the leg 2 request comes from the production planner with the template served (CHAT_TEMPLATE). Every cut must
+// be exact (leg 2's prompt is the uninterrupted one plus the delivered raw text, and the stitched stream equals
+// the uninterrupted one) or refused before leg 2 is sent; anything else is a drift.
+import { planContinuationRequest } from '../../src/recovery/continuation-request';
+import { designLeg2 } from '../../src/recovery/leg2-design';
+import { RestartGuard } from '../../src/recovery/restart-guard';
+import { serveTemplates } from '../../src/templates/served';
+import type { Harness } from './harness-client';
+import { markerSplit, promptOpens, type Split } from './marker-split';
+import { modelOutput, rawTokens } from './model-output';
+
+export type Engine = 'sglang' | 'vllm';
+
+/** SGLang 0.5.23's --reasoning-parser for a marker pair (srt/parser/reasoning_parser_names.py). */
+export const SGLANG_PARSER_FOR: Record<string, string> = {
+  '<think>': 'qwen3',
+  '[THINK]': 'mistral',
+  '<|START_THINKING|>': 'cohere_command4',
+  '<|channel>thought': 'gemma4',
+  '<mm:think>': 'minimax-m3',
+};
+
+export interface CaseInput {
+  readonly name: string;
+  readonly template: string;
+  readonly special: Record<string, string>;
+  readonly engine: Engine;
+  readonly messages: object[];
+  readonly kwargs: Record<string, unknown> | undefined;
+  /** `engine`: the engine's parser for the template's markers; `none`: no parser (everything is content). */
+  readonly parser: 'engine' | 'none';
+  /** SGLang parser name to use instead of the marker's default (the family table's). */
+  readonly sglangParser?: string;
+  readonly nowMs: number;
+}
+
+export type Cut =
+  | { kind: 'exact'; phase: string }
+  | { kind: 'refused'; phase: string; detail: string }
+  | { kind: 'drift'; phase: string; why: string };
+
+export interface CaseResult {
+  readonly skipped?: string;
+  readonly how?: string;
+  readonly parserName?: string;
+  readonly cuts: Cut[];
+}
+
+const join = (ds: readonly Split[]): Split => ({
+  reasoning: ds.map((d) => d.reasoning).join(''),
+  content: ds.map((d) => d.content).join(''),
+});
+
+function tokensAfter(tokens: string[], offset: number): string[] {
+  let at = 0;
+  for (let i = 0; i < tokens.length; i++) {
+    const end = at + tokens[i].length;
+    if (offset < end) return [tokens[i].slice(offset - at), ...tokens.slice(i + 1)];
+    at = end;
+  }
+  return [];
+}
+
+export async function runTemplateCase(h: Harness, c: CaseInput): Promise<CaseResult> {
+  const body: Record<string, unknown> = { model: 'm', stream: true, messages: c.messages };
+  if (c.kwargs) body.chat_template_kwargs = c.kwargs;
+  const promptJob = (b: Record<string, unknown>) => ({
+    op: `${c.engine}_prompt`,
+    body: b,
+    special: c.special,
+    template: c.template,
+    nowMs: c.nowMs,
+  });
+  const p1 = await h.call(promptJob(body));
+  if (!p1.ok) return { skipped: `the template refuses this conversation (${String(p1.error).slice(0, 80)})`, cuts: [] };
+  const prompt1: string = p1.text;
+  const out = await modelOutput(
+    h,
+    { template: c.template, messages: c.messages, kwargs: c.kwargs ?? {}, special: c.special, nowMs: c.nowMs },
+    prompt1,
+  );
+  const tokens = rawTokens(out.text, out.markers ?? []);
+  const sglangParser = out.markers ? (c.sglangParser ?? SGLANG_PARSER_FOR[out.markers[0]]) : undefined;
+  const parserName =
+    c.parser === 'none' ? 'none' : c.engine === 'sglang' ? (sglangParser ?? 'marker-split') : 'marker-split (our reading of vLLM)';
+  const split = async (b: Record<string, unknown>, toks: string[], prompt: string): Promise<Split[]> => {
+    if (c.parser === 'none' || !out.markers) return toks.map((t) => ({ reasoning: '', content: t }));
+    if (c.engine === 'sglang' && sglangParser) {
+      const r = await h.call({ op: 'sglang_split', parser: sglangParser, chunks: toks, body: b, finish: true, template: c.template });
+      if (!r.ok) throw new Error(`sglang_split: ${r.error}`);
+      return (r.deltas as Array<[string, string]>).map(([reasoning, content]) => ({ reasoning, content }));
+    }
+    return markerSplit(toks, out.markers, promptOpens(prompt, out.markers));
+  };
+  const deltas = await split(body, tokens, prompt1);
+  const full = join(deltas);
+  const served = serveTemplates({ default: c.template }, c.special, c.name);
+  const clock = { leg1At: new Date(c.nowMs), now: new Date(c.nowMs) };
+  const cuts: Cut[] = [];
+  for (let k = 1; k < tokens.length; k++) {
+    const delivered = join(deltas.slice(0, k));
+    if (!delivered.reasoning && !delivered.content) continue;
+    const phase = delivered.content ? 'content' : 'reasoning';
+    const state = { ...delivered, toolCallsSeen: false };
+    const target = { continuationModel: 'an-unknown-model', engine: c.engine, served, clock };
+    const plan = planContinuationRequest(body, state, {
+      ...target,
+      rates: { cjk: 1.6, other: 4 },
+      designed: designLeg2(body, state, target),
+    });
+    if (plan.kind === 'skip') {
+      cuts.push({ kind: 'refused', phase, detail: `${plan.reason}:${plan.detail ?? ''}` });
+      continue;
+    }
+    const p2 = await h.call(promptJob(plan.body));
+    if (!p2.ok) {
+      cuts.push({ kind: 'drift', phase, why: `leg 2 does not render: ${String(p2.error).slice(0, 120)}` });
+      continue;
+    }
+    const continued = p2.text.startsWith(prompt1) ? p2.text.slice(prompt1.length) : undefined;
+    if (continued === undefined || !out.text.startsWith(continued)) {
+      const at = [...p2.text].findIndex((ch, i) => ch !== (prompt1 + out.text)[i]);
+      cuts.push({ kind: 'drift', phase, why: `leg 2's prompt is not the uninterrupted one plus the text (parts at ${at})` });
+      continue;
+    }
+    const leg2 = await split(plan.body, tokensAfter(tokens, continued.length), p2.text);
+    const guard = new RestartGuard(delivered, plan.design.phase);
+    for (const d of leg2) guard.observe(d.reasoning, d.content);
+    const got = join([delivered, ...leg2]);
+    const same = got.reasoning === full.reasoning && got.content === full.content;
+    const guarded = guard.finish() === 'restart';
+    // The engine's parser mis-split leg 2 (reasoning after content): the guard ends the stream explicitly.
+    if (!same && guarded) cuts.push({ kind: 'refused', phase, detail: 'leg2-restarted (the restart guard)' });
+    else if (!same) cuts.push({ kind: 'drift', phase, why: `stitched ${JSON.stringify(got)} != uninterrupted ${JSON.stringify(full)}` });
+    else if (guarded) cuts.push({ kind: 'drift', phase, why: 'the restart guard refused a correct continuation' });
+    else cuts.push({ kind: 'exact', phase });
+  }
+  return { how: out.how, parserName, cuts };
+}
