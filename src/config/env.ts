@@ -3,94 +3,11 @@
 // (modelsphere/continuation_gateway) so a deployment can switch without renaming anything.
 import { z } from 'zod';
 import { GatewayError } from '../errors';
-import { parseOtlpHeaders } from '../obs/otlp-headers';
 import type { TracingConfig } from '../obs/tracing';
 import { ChatTemplateConfigError, TEMPLATE_AUTO, templateFromFiles } from '../templates/provider';
 import { resolveWorkers, type WorkersSource } from './cpu-limit';
-
-const bool = (def: boolean) =>
-  z
-    .string()
-    .optional()
-    .transform((v, ctx) => {
-      if (v === undefined || v.trim() === '') return def;
-      const s = v.trim().toLowerCase();
-      if (['1', 'true', 'yes', 'on'].includes(s)) return true;
-      if (['0', 'false', 'no', 'off'].includes(s)) return false;
-      ctx.addIssue({ code: 'custom', message: `expected true or false, got ${JSON.stringify(v)}` });
-      return z.NEVER;
-    });
-
-const num = (def: number, opts: { min?: number; max?: number; int?: boolean; positive?: boolean } = {}) =>
-  z
-    .string()
-    .optional()
-    .transform((v, ctx) => {
-      if (v === undefined || v.trim() === '') return def;
-      const n = Number(v);
-      const bad =
-        !Number.isFinite(n) ||
-        (opts.int && !Number.isInteger(n)) ||
-        (opts.positive && n <= 0) ||
-        (opts.min !== undefined && n < opts.min) ||
-        (opts.max !== undefined && n > opts.max);
-      if (bad) {
-        const what = opts.positive ? 'a positive' : opts.min !== undefined ? `a >= ${opts.min}` : 'a';
-        const upTo = opts.max !== undefined ? ` <= ${opts.max}` : '';
-        ctx.addIssue({ code: 'custom', message: `expected ${what} ${opts.int ? 'integer' : 'number'}${upTo}, got ${JSON.stringify(v)}` });
-        return z.NEVER;
-      }
-      return n;
-    });
-
-/**
- * The longest timer Node can arm, in whole seconds: setTimeout() with more than 2^31-1 ms fires after 1 ms
- * (TimeoutOverflowWarning), so a huge "never" value would turn into an instant timeout.
- */
-const MAX_TIMER_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
-
-const httpUrl = z
-  .string()
-  .trim()
-  .transform((v, ctx) => {
-    let u: URL;
-    try {
-      u = new URL(v);
-    } catch {
-      ctx.addIssue({ code: 'custom', message: `expected an http(s) URL, got ${JSON.stringify(v)}` });
-      return z.NEVER;
-    }
-    if (u.protocol !== 'http:' && u.protocol !== 'https:') {
-      ctx.addIssue({ code: 'custom', message: `expected an http(s) URL, got ${JSON.stringify(v)}` });
-      return z.NEVER;
-    }
-    return v.replace(/\/+$/, '');
-  });
-
-/** An optional http(s) URL: unset or blank = undefined; a bad value is reported like DOWNSTREAM_URL's. */
-const optionalHttpUrl = z
-  .string()
-  .optional()
-  .transform((v, ctx) => {
-    if (v === undefined || v.trim() === '') return undefined;
-    const r = httpUrl.safeParse(v);
-    if (r.success) return r.data;
-    for (const issue of r.error.issues) ctx.addIssue({ code: 'custom', message: issue.message });
-    return z.NEVER;
-  });
-
-const optionalString = z
-  .string()
-  .optional()
-  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v.trim()));
-
-// Only OTLP over HTTP with protobuf bodies (the exporter the sidecar ships); unset = that.
-const otlpProtocol = z
-  .string()
-  .optional()
-  .refine((v) => v === undefined || v.trim() === '' || v.trim() === 'http/protobuf', {
-    message: 'expected http/protobuf (the only OTLP protocol the sidecar exports)',
-  });
+import { OTEL_VARIABLES, tracingConfig } from './otel-env';
+import { bool, httpUrl, MAX_TIMER_SECONDS, num, optionalHttpUrl, optionalString } from './values';
 
 const schema = z.object({
   DOWNSTREAM_URL: httpUrl,
@@ -166,17 +83,8 @@ const schema = z.object({
   // Envoy's admin interface (istio-proxy: http://127.0.0.1:15000): the sidecar reads /server_info and passes
   // in-scope requests through while that Envoy is older than 1.37 (src/extproc/envoy-version.ts). Unset = no check.
   ENVOY_ADMIN_URL: optionalHttpUrl,
-  // OpenTelemetry traces (src/obs/tracing.ts): the standard OTLP variables; no endpoint = tracing off.
-  OTEL_EXPORTER_OTLP_ENDPOINT: optionalHttpUrl,
-  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalHttpUrl,
-  OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol,
-  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol,
-  OTEL_EXPORTER_OTLP_HEADERS: optionalString,
-  OTEL_EXPORTER_OTLP_TRACES_HEADERS: optionalString,
-  OTEL_SERVICE_NAME: optionalString,
-  OTEL_SDK_DISABLED: bool(false),
-  OTEL_BSP_MAX_QUEUE_SIZE: num(2048, { int: true, min: 1 }),
-  OTEL_BSP_SCHEDULE_DELAY: num(5000, { int: true, min: 1, max: MAX_TIMER_SECONDS * 1000 }),
+  // OpenTelemetry traces (src/obs/tracing.ts): the standard OTEL_* variables (src/config/otel-env.ts).
+  ...OTEL_VARIABLES,
   LOG_LEVEL: z
     .string()
     .optional()
@@ -362,7 +270,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     drainTimeoutMs: e.DRAIN_TIMEOUT_SECONDS * 1000,
     envoyAdminUrl: e.ENVOY_ADMIN_URL,
     logLevel: e.LOG_LEVEL,
-    tracing: tracingConfig(e),
+    tracing: tracingConfig(e, e.CONTINUATION_ENGINE, e.DOWNSTREAM_URL),
   });
 }
 
@@ -379,20 +287,4 @@ function checkChatTemplate(setting: string | undefined, model: string | undefine
     if (err instanceof ChatTemplateConfigError) return err.message;
     throw err;
   }
-}
-
-/** The OTLP traces URL as the OpenTelemetry spec derives it: the traces endpoint as is, else <endpoint>/v1/traces. */
-function tracingConfig(e: z.infer<typeof schema>): TracingConfig | undefined {
-  if (e.OTEL_SDK_DISABLED) return undefined;
-  const url =
-    e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
-    (e.OTEL_EXPORTER_OTLP_ENDPOINT ? `${e.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, '')}/v1/traces` : undefined);
-  if (!url) return undefined;
-  return {
-    tracesUrl: url,
-    serviceName: e.OTEL_SERVICE_NAME ?? 'continuation-gateway',
-    maxQueueSize: e.OTEL_BSP_MAX_QUEUE_SIZE,
-    scheduleDelayMs: e.OTEL_BSP_SCHEDULE_DELAY,
-    headers: { ...parseOtlpHeaders(e.OTEL_EXPORTER_OTLP_HEADERS), ...parseOtlpHeaders(e.OTEL_EXPORTER_OTLP_TRACES_HEADERS) },
-  };
 }

@@ -50,3 +50,40 @@ export function outcomeIsError(outcome: string): boolean {
 export function chatSpanName(model: string | undefined): string {
   return model ? `chat ${model}` : 'chat';
 }
+
+/** A count an engine reported: a finite integer, not negative (else left out, as src/recovery/usage.ts does). */
+function count(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isInteger(v) && v >= 0 ? v : undefined;
+}
+
+/**
+ * What the request span says of the answer the client got: gen_ai.usage.* from the last usage the stream
+ * carried (the corrected one after a continuation: what an uninterrupted run reports; absent when the stream
+ * carried none) and gen_ai.response.finish_reasons from its finish_reason (one choice: n > 1 is out of scope).
+ */
+export function responseAttributes(
+  finishReason: string | null,
+  usage: Readonly<Record<string, unknown>> | null,
+): Record<string, AttributeValue | string[]> {
+  const out: Record<string, AttributeValue | string[]> = {};
+  const input = count(usage?.prompt_tokens);
+  const output = count(usage?.completion_tokens);
+  if (input !== undefined) out['gen_ai.usage.input_tokens'] = input;
+  if (output !== undefined) out['gen_ai.usage.output_tokens'] = output;
+  // An engine's string, but a short word in every engine the gateway speaks to; a long one is not trusted.
+  if (finishReason && finishReason.length <= 64) out['gen_ai.response.finish_reasons'] = [finishReason];
+  return out;
+}
+
+/** The attributes every span carries: the provider and, when configured, the server (src/config/otel-env.ts). */
+export function commonAttributes(
+  providerName: string,
+  server: { readonly address: string; readonly port?: number } | undefined,
+): Record<string, AttributeValue> {
+  return {
+    'gen_ai.operation.name': 'chat',
+    'gen_ai.provider.name': providerName,
+    ...(server ? { 'server.address': server.address } : {}),
+    ...(server?.port !== undefined ? { 'server.port': server.port } : {}),
+  };
+}

@@ -1,25 +1,27 @@
-// The OpenTelemetry SDK behind src/obs/tracing.ts, required only when an OTLP endpoint is configured. A tracer
-// provider of its own (never the global one: several sidecars may share a process in the tests), W3C trace
-// context read from the client's headers and written on each leg, a BatchSpanProcessor with a bounded queue and
-// the OTLP/HTTP protobuf exporter (otlp-exporter.ts). OTEL_TRACES_SAMPLER(_ARG), OTEL_RESOURCE_ATTRIBUTES and the
-// other OTEL_BSP_* are read by the SDK itself (from the process environment).
+// The OpenTelemetry SDK behind src/obs/tracing.ts, required only when tracing is on. A tracer provider of its
+// own (never the global one), the client's context read and each leg's written with the OTEL_PROPAGATORS
+// propagators (tracing-propagation.ts), a BatchSpanProcessor with a bounded queue and OpenTelemetry's OTLP
+// exporter for the configured protocol (tracing-exporter.ts). OTEL_TRACES_SAMPLER(_ARG),
+// OTEL_RESOURCE_ATTRIBUTES and the other OTEL_BSP_* are read by the SDK itself (from the process environment).
 import {
+  type Attributes,
   type Context,
   ROOT_CONTEXT,
   type Span,
   SpanKind,
   SpanStatusCode,
   type TextMapGetter,
+  type TextMapPropagator,
   type TextMapSetter,
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { OtlpProtobufExporter } from './otlp-exporter';
 import type { LegStart, RequestEndView, RequestTrace, Tracing, TracingConfig } from './tracing';
-import { chatSpanName, decisionAttributes, outcomeIsError } from './tracing-attributes';
+import { chatSpanName, commonAttributes, decisionAttributes, outcomeIsError, responseAttributes } from './tracing-attributes';
+import { createSpanExporter } from './tracing-exporter';
+import { createPropagator } from './tracing-propagation';
 
 const getter: TextMapGetter<Record<string, string>> = {
   keys: (c) => Object.keys(c),
@@ -31,20 +33,22 @@ const setter: TextMapSetter<Record<string, string>> = {
   },
 };
 
-/** How long shutdown() waits for the last export (the drain's own deadline bounds the whole). */
-const SHUTDOWN_EXPORT_MS = 5000;
-
 export class SdkTracing implements Tracing {
   readonly enabled = true;
   private readonly provider: BasicTracerProvider;
   private readonly tracer: Tracer;
-  private readonly propagator = new W3CTraceContextPropagator();
+  private readonly propagator: TextMapPropagator;
+  /** gen_ai.operation.name, gen_ai.provider.name and server.* of every span. */
+  private readonly common: Attributes;
 
   constructor(cfg: TracingConfig) {
     const resource = defaultResource()
       .merge(detectResources({ detectors: [envDetector] }))
       .merge(resourceFromAttributes({ 'service.name': cfg.serviceName }));
-    const exporter = new OtlpProtobufExporter(cfg.tracesUrl, cfg.headers, SHUTDOWN_EXPORT_MS);
+    this.propagator = createPropagator(cfg.propagators);
+    this.common = commonAttributes(cfg.providerName, cfg.serverAddress);
+    // The export's timeout (OTEL_EXPORTER_OTLP_TIMEOUT) also bounds shutdown's last export, retries included.
+    const exporter = createSpanExporter(cfg);
     this.provider = new BasicTracerProvider({
       resource,
       spanProcessors: [new BatchSpanProcessor(exporter, { maxQueueSize: cfg.maxQueueSize, scheduledDelayMillis: cfg.scheduleDelayMs })],
@@ -61,7 +65,7 @@ export class SdkTracing implements Tracing {
       {
         kind: SpanKind.SERVER,
         attributes: {
-          'gen_ai.operation.name': 'chat',
+          ...this.common,
           ...(model ? { 'gen_ai.request.model': model } : {}),
           ...(typeof maxTokens === 'number' && Number.isFinite(maxTokens) ? { 'gen_ai.request.max_tokens': maxTokens } : {}),
           ...(clientHeaders['x-request-id'] ? { 'gateway.request_id': clientHeaders['x-request-id'] } : {}),
@@ -69,11 +73,13 @@ export class SdkTracing implements Tracing {
       },
       parent,
     );
-    return new SdkRequestTrace(this.tracer, this.propagator, span, trace.setSpan(parent, span), model);
+    return new SdkRequestTrace(this.tracer, this.propagator, span, trace.setSpan(parent, span), model, this.common);
   }
 
   async shutdown(): Promise<void> {
-    await this.provider.shutdown();
+    // The batch processor rejects when its last export failed (a collector that refused it, or was gone past
+    // the retries): those spans are lost, which is no failure of the sidecar's shutdown.
+    await this.provider.shutdown().catch(() => undefined);
   }
 }
 
@@ -86,10 +92,11 @@ class SdkRequestTrace implements RequestTrace {
 
   constructor(
     private readonly tracer: Tracer,
-    private readonly propagator: W3CTraceContextPropagator,
+    private readonly propagator: TextMapPropagator,
     private readonly span: Span,
     private readonly ctx: Context,
     private readonly model: string | undefined,
+    private readonly common: Attributes,
   ) {}
 
   legStarted(l: LegStart): Record<string, string> | undefined {
@@ -102,7 +109,7 @@ class SdkRequestTrace implements RequestTrace {
       {
         kind: SpanKind.CLIENT,
         attributes: {
-          'gen_ai.operation.name': 'chat',
+          ...this.common,
           ...(this.model ? { 'gen_ai.request.model': this.model } : {}),
           'gateway.leg': leg,
           'gateway.legs_sent': l.sent,
@@ -165,6 +172,7 @@ class SdkRequestTrace implements RequestTrace {
       ...(r.tracker.id ? { 'gen_ai.response.id': r.tracker.id } : {}),
       ...(r.tracker.model ? { 'gen_ai.response.model': r.tracker.model } : {}),
       ...(r.firstDeltaAt !== null ? { 'gateway.time_to_first_delta_ms': r.firstDeltaAt - r.started } : {}),
+      ...responseAttributes(r.tracker.finishReason, r.tracker.lastUsage),
     });
     if (outcomeIsError(r.outcome)) {
       s.setAttribute('error.type', r.reason ?? r.outcome);

@@ -1,5 +1,6 @@
 // OpenTelemetry traces, off unless an OTLP endpoint is configured (OTEL_EXPORTER_OTLP_ENDPOINT or
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, read by src/config/env.ts). Off, nothing of the SDK is loaded: every request
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, read by src/config/otel-env.ts; OTEL_TRACES_EXPORTER=none and
+// OTEL_SDK_DISABLED=true turn it off whatever the endpoint). Off, nothing of the SDK is loaded: every request
 // gets the shared no-op trace below, and each hook costs one call that does nothing. On, tracing-sdk.ts (loaded
 // with require() only then) builds one request span per client request, joined to the client's traceparent, with
 // a child span per leg whose context goes out as the leg's own traceparent (the engine's spans join it).
@@ -15,7 +16,16 @@ export interface RequestEndView {
   readonly legs: number;
   readonly firstDeltaAt: number | null;
   readonly started: number;
-  readonly tracker: { readonly id: string | null; readonly model: string | null };
+  /**
+   * The stream as the client got it (src/sse/tracker.ts): its id and model, the last finish_reason, and the
+   * last usage it carried (after a continuation, the corrected one: what an uninterrupted run reports).
+   */
+  readonly tracker: {
+    readonly id: string | null;
+    readonly model: string | null;
+    readonly finishReason: string | null;
+    readonly lastUsage: Readonly<Record<string, unknown>> | null;
+  };
 }
 
 export interface LegStart {
@@ -50,8 +60,19 @@ export interface Tracing {
   shutdown(): Promise<void>;
 }
 
+/** The context propagators OTEL_PROPAGATORS may name (`none` = an empty list). */
+export type Propagator = 'tracecontext' | 'baggage' | 'b3' | 'b3multi';
+
+/** server.address / server.port as the spans give them (from configuration: src/config/otel-env.ts). */
+export interface ServerAddress {
+  readonly address: string;
+  readonly port?: number;
+}
+
 export interface TracingConfig {
-  /** The OTLP/HTTP traces URL (…/v1/traces). */
+  /** OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL: the official exporter for it (tracing-exporter.ts). */
+  readonly protocol: 'http/protobuf' | 'grpc';
+  /** Where spans go: the OTLP/HTTP traces URL (…/v1/traces), or the gRPC endpoint (http://host:4317). */
   readonly tracesUrl: string;
   readonly serviceName: string;
   /** BatchSpanProcessor's queue bound: spans beyond it are dropped, never buffered without limit. */
@@ -60,6 +81,15 @@ export interface TracingConfig {
   readonly scheduleDelayMs: number;
   /** OTEL_EXPORTER_OTLP_(TRACES_)HEADERS, sent with every export (an API key: never logged). */
   readonly headers: Record<string, string>;
+  /** OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT: one export's deadline, its retries included. */
+  readonly timeoutMs: number;
+  readonly compression: 'gzip' | 'none';
+  /** OTEL_PROPAGATORS: how the client's context is read and each leg's written (empty: neither). */
+  readonly propagators: readonly Propagator[];
+  /** gen_ai.provider.name: the engine CONTINUATION_ENGINE names. */
+  readonly providerName: string;
+  /** server.address / server.port; undefined = left out. */
+  readonly serverAddress: ServerAddress | undefined;
 }
 
 const NO_REQUEST_TRACE: RequestTrace = {
@@ -81,7 +111,7 @@ export const NO_TRACING: Tracing = {
 /** The tracing of this process: the no-op one unless `cfg` (an OTLP endpoint) is set. */
 export function createTracing(cfg: TracingConfig | undefined): Tracing {
   if (!cfg) return NO_TRACING;
-  // Loaded here only: with tracing off, no @opentelemetry module is ever required (test/unit/tracing-off.test.ts).
+  // Loaded here only: with tracing off, no @opentelemetry module is ever required (test/unit/tracing.test.ts).
   const { SdkTracing } = require('./tracing-sdk') as typeof import('./tracing-sdk');
   return new SdkTracing(cfg);
 }

@@ -17,6 +17,12 @@ const HOP_BY_HOP = new Set([
   'expect',
 ]);
 
+/**
+ * Trace context headers of the propagators OTEL_PROPAGATORS may name (W3C trace context, B3 single and multi):
+ * a leg that carries its own span's context carries none of the client's, which would name another parent.
+ */
+const TRACE_CONTEXT = /^(traceparent|tracestate|b3|x-b3-[a-z]+)$/;
+
 /** Client request headers -> leg request headers. Pseudo-headers and Envoy-internal ones stay behind. */
 /** `recovery`: what a recovery leg asks of the egress listener (avoid a replica, a model revision). */
 export function legRequestHeaders(
@@ -25,7 +31,9 @@ export function legRequestHeaders(
   recovery: { avoidHost?: string; revision?: { header: string; value: string }; traceHeaders?: Record<string, string> } = {},
 ): Record<string, string> {
   const out: Record<string, string> = {};
+  const ownContext = recovery.traceHeaders !== undefined && Object.keys(recovery.traceHeaders).length > 0;
   for (const [k, v] of Object.entries(client)) {
+    if (ownContext && TRACE_CONTEXT.test(k)) continue;
     // x-gateway-*: the gateway's own signals to its egress listener (AVOID_HOST_HEADER); a client must not set them.
     if (k.startsWith(':') || HOP_BY_HOP.has(k) || k.startsWith('x-envoy-') || k.startsWith('x-gateway-') || k === 'x-request-id') continue;
     out[k] = v;
@@ -33,7 +41,7 @@ export function legRequestHeaders(
   if (requestId) out['x-request-id'] = requestId;
   if (recovery.avoidHost) out[AVOID_HOST_HEADER] = recovery.avoidHost;
   if (recovery.revision) out[recovery.revision.header] = recovery.revision.value;
-  // With tracing on, the leg carries its own span's context (traceparent, tracestate) instead of the client's.
+  // With tracing on, the leg carries its own span's context (traceparent, tracestate, b3, ...) instead of the client's.
   if (recovery.traceHeaders) Object.assign(out, recovery.traceHeaders);
   // The gateway parses the leg's bytes as SSE and undici's request() never decompresses: a client's
   // `accept-encoding: gzip` forwarded as is would let a compressing engine or router tier hand us gzip

@@ -4,6 +4,7 @@
 // serialization, exported to a sink in this process, against the same hooks on the no-op trace (tracing off).
 // The figure goes next to the bench's sidecar CPU per stream (docs/performance.md, "Tracing on and off").
 import { createTracing, NO_TRACING, type Tracing } from '../../src/obs/tracing';
+import { testTracingConfig } from '../support/tracing-config';
 import { startOtlpSink } from './otlp-sink';
 
 const HEADERS = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', 'x-request-id': 'bench' };
@@ -30,7 +31,12 @@ function rescued(t: Tracing): void {
     legs: 2,
     firstDeltaAt: Date.now(),
     started: Date.now() - 100,
-    tracker: { id: 'chatcmpl-1', model: 'bench-model' },
+    tracker: {
+      id: 'chatcmpl-1',
+      model: 'bench-model',
+      finishReason: 'stop',
+      lastUsage: { prompt_tokens: 20, completion_tokens: 512, total_tokens: 532 },
+    },
   });
 }
 
@@ -48,13 +54,9 @@ async function cpuUs(n: number, t: Tracing, settle: () => Promise<void>): Promis
 async function main(): Promise<void> {
   const n = Number(process.argv[2] ?? 20000);
   const sink = await startOtlpSink();
-  const on = createTracing({
-    tracesUrl: `${sink.url}/v1/traces`,
-    serviceName: 'bench',
-    maxQueueSize: 1_000_000,
-    scheduleDelayMs: 200,
-    headers: {},
-  });
+  const on = createTracing(
+    testTracingConfig(`${sink.url}/v1/traces`, { serviceName: 'bench', maxQueueSize: 1_000_000, scheduleDelayMs: 200 }),
+  );
   await cpuUs(2000, on, async () => undefined); // warm-up (JIT)
   const offUs = await cpuUs(n, NO_TRACING, async () => undefined);
   const onUs = await cpuUs(n, on, () => on.shutdown());

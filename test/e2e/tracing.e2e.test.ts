@@ -1,8 +1,12 @@
 // OpenTelemetry traces (src/obs/tracing.ts) of a rescued stream, through the real Envoy and received by an
 // OTLP/HTTP receiver that decodes the protobuf bodies the exporters send (test/support/otlp-receiver.ts): one
 // request span joined to the client's traceparent, leg 1's span failed, leg 2's span succeeded under it, the
-// decisions as span events, and each leg's traceparent carrying its own span. With Envoy's tracer on
-// (src/stack/envoy-tracing.ts), Envoy's spans arrive in the same trace.
+// decisions as span events, the GenAI attributes, and each leg's traceparent carrying its own span. With
+// Envoy's tracer on (src/stack/envoy-tracing.ts), Envoy's spans arrive in the same trace. Through the real
+// OpenTelemetry Collector: OTLP/HTTP, and OTLP/gRPC with gzip, headers and B3 propagation.
+//
+// The sidecar runs as its own process here (sidecarProcess): its OpenTelemetry exporters load their transport
+// with import(), which jest's VM refuses without --experimental-vm-modules (no span would leave).
 import * as path from 'node:path';
 import { resetFaults } from '../../src/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
@@ -37,7 +41,7 @@ function parseTraceparent(v: string | undefined): { traceId: string; parentId: s
 async function rescuedStream(stack: TestStack) {
   const id = newRequestId('trace');
   const client = clientTrace();
-  const r = await postChat(stack.url, chatBody({}, PROMPT), {
+  const r = await postChat(stack.url, chatBody({ stream_options: { include_usage: true } }, PROMPT), {
     ...SIZE,
     'x-request-id': id,
     'x-fake-fault': 'crash@12',
@@ -45,6 +49,7 @@ async function rescuedStream(stack: TestStack) {
     authorization: `Bearer ${SECRET}`,
   });
   expectOneCompleteStream(r);
+  expect(r.usage).toMatchObject({ prompt_tokens: expect.any(Number), completion_tokens: expect.any(Number) });
   const end = await stack.waitForEnd(id);
   expect(end).toMatchObject({ outcome: 'completed-after-continuation', legs: 2 });
   return { id, client, r };
@@ -64,17 +69,26 @@ async function gatewaySpans(rx: SpanSource, traceId: string) {
   return { request: request[0], legs, spans };
 }
 
-function expectRescueTrace(request: ReceivedSpan, legs: ReceivedSpan[]) {
+/** `usage`: what the client got in its stream (it asked for usage). */
+function expectRescueTrace(request: ReceivedSpan, legs: ReceivedSpan[], usage: { prompt_tokens: number; completion_tokens: number }) {
   expect(request).toMatchObject({
     name: 'chat test-model',
     statusCode: 'STATUS_CODE_OK',
     attributes: expect.objectContaining({
       'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'sglang',
       'gen_ai.request.model': 'test-model',
+      'gen_ai.response.finish_reasons': ['stop'],
       'gateway.outcome': 'completed-after-continuation',
       'gateway.legs': 2,
     }),
   });
+  // The usage the client got (corrected by the gateway to count the whole answer, both legs).
+  expect(request.attributes).toMatchObject({
+    'gen_ai.usage.input_tokens': usage.prompt_tokens,
+    'gen_ai.usage.output_tokens': usage.completion_tokens,
+  });
+  for (const leg of legs) expect(leg.attributes['gen_ai.provider.name']).toBe('sglang');
   const events = request.events.map((e) => e.name);
   // ATTEMPT (leg 1), FIRST_DELTA (the commit point), TRIGGERED (leg 1 failed), ATTEMPT (leg 2), SUCCEEDED.
   expect(events).toEqual(['ATTEMPT', 'FIRST_DELTA', 'TRIGGERED', 'ATTEMPT', 'SUCCEEDED']);
@@ -125,9 +139,9 @@ function expectNoSecrets(spans: ReceivedSpan[], answer: string) {
 
 /** A rescued stream through a stack where Envoy traces too: its whole trace, Envoy's hops included. */
 async function expectEnvoyHops(stack: TestStack, rx: SpanSource) {
-  const { id, client } = await rescuedStream(stack);
+  const { id, client, r } = await rescuedStream(stack);
   const { request, legs } = await gatewaySpans(rx, client.traceId);
-  const { leg1, leg2 } = expectRescueTrace(request, legs);
+  const { leg1, leg2 } = expectRescueTrace(request, legs, r.usage);
   const envoyOf = (all: ReceivedSpan[]) => all.filter((x) => x.service === 'envoy-under-test' && x.traceId === client.traceId);
   // The front hop, the chat hop, its ext_proc call, and one egress hop per leg.
   const envoy = envoyOf(await rx.waitFor((all) => envoyOf(all).length >= 5));
@@ -152,9 +166,16 @@ describe('traces of a rescued stream (sidecar tracer only)', () => {
   let stack: TestStack;
   let rx: OtlpReceiver;
   beforeAll(async () => {
-    rx = await startOtlpReceiver();
+    // Its first export is refused (503): the exporter retries it, and no span is lost.
+    rx = await startOtlpReceiver({ refuseFirst: [{ status: 503 }] });
     stack = await startTestStack({
-      env: { OTEL_EXPORTER_OTLP_ENDPOINT: rx.url, OTEL_SERVICE_NAME: SERVICE, OTEL_BSP_SCHEDULE_DELAY: '100' },
+      sidecarProcess: true,
+      env: {
+        OTEL_EXPORTER_OTLP_ENDPOINT: rx.url,
+        OTEL_SERVICE_NAME: SERVICE,
+        OTEL_BSP_SCHEDULE_DELAY: '100',
+        TRACE_SERVER_ADDRESS: 'router.inference.svc:8000',
+      },
     });
   });
   afterAll(async () => {
@@ -168,7 +189,7 @@ describe('traces of a rescued stream (sidecar tracer only)', () => {
     const { request, legs, spans } = await gatewaySpans(rx, client.traceId);
     // Joined to the client's traceparent (no Envoy tracer: the client's span is the parent).
     expect(request.parentSpanId).toBe(client.spanId);
-    const { leg1, leg2 } = expectRescueTrace(request, legs);
+    const { leg1, leg2 } = expectRescueTrace(request, legs, r.usage);
     // Each leg reached its replica with its own span as the parent: the engine's spans join under the leg.
     const seen = seenFor(stack, id);
     expect(seen.map((s) => s.continuation)).toEqual([false, true]);
@@ -177,6 +198,10 @@ describe('traces of a rescued stream (sidecar tracer only)', () => {
       { traceId: client.traceId, parentId: leg2.spanId },
     ]);
     expectNoSecrets(spans, r.content);
+    // server.address is what configuration names (never a replica's address from the request path).
+    for (const s of [request, ...legs])
+      expect(s.attributes).toMatchObject({ 'server.address': 'router.inference.svc', 'server.port': 8000 });
+    expect(rx.received[0].status).toBe(503);
   });
 
   test('a re-run before the first delta: leg 1 failed (overloaded), the retry succeeded, RETRY as an event', async () => {
@@ -192,6 +217,8 @@ describe('traces of a rescued stream (sidecar tracer only)', () => {
     expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'completed-after-retry' });
     const { request, legs } = await gatewaySpans(rx, client.traceId);
     expect(request.attributes).toMatchObject({ 'gateway.outcome': 'completed-after-retry', 'gateway.attempts': 2 });
+    // This client did not ask for usage: the stream carried none, and the span says none.
+    expect(request.attributes['gen_ai.usage.output_tokens']).toBeUndefined();
     expect(request.events.map((e) => e.name)).toEqual(['ATTEMPT', 'RETRY', 'ATTEMPT', 'FIRST_DELTA']);
     const byAttempt = [...legs].sort((a, b) => Number(a.attributes['gateway.attempt']) - Number(b.attributes['gateway.attempt']));
     expect(byAttempt.map((l) => [l.name, l.statusCode, l.attributes['http.response.status_code'], l.attributes['error.type']])).toEqual([
@@ -229,6 +256,7 @@ describe('traces with Envoy’s OpenTelemetry tracer on', () => {
   beforeAll(async () => {
     rx = await startOtlpReceiver();
     stack = await startTestStack({
+      sidecarProcess: true,
       env: { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${rx.url}/v1/traces`, OTEL_SERVICE_NAME: SERVICE, OTEL_BSP_SCHEDULE_DELAY: '100' },
       envoyTracing: { collectorHost: '127.0.0.1', collectorPort: rx.port, serviceName: 'envoy-under-test' },
     });
@@ -254,6 +282,7 @@ describeCollector('traces through a real OpenTelemetry Collector (sidecar and En
   beforeAll(async () => {
     col = await startCollector(collectorBin.bin as string);
     stack = await startTestStack({
+      sidecarProcess: true,
       env: { OTEL_EXPORTER_OTLP_ENDPOINT: col.url, OTEL_SERVICE_NAME: SERVICE, OTEL_BSP_SCHEDULE_DELAY: '100' },
       envoyTracing: { collectorHost: '127.0.0.1', collectorPort: col.port, serviceName: 'envoy-under-test' },
     });
@@ -266,4 +295,58 @@ describeCollector('traces through a real OpenTelemetry Collector (sidecar and En
 
   test('the Collector received the rescued stream’s trace: request span, failed leg 1, leg 2, Envoy’s hops', async () =>
     expectEnvoyHops(stack, col));
+});
+
+describeCollector('traces through a real OpenTelemetry Collector over OTLP/gRPC (gzip, headers, B3)', () => {
+  let stack: TestStack;
+  let col: Collector;
+  beforeAll(async () => {
+    col = await startCollector(collectorBin.bin as string);
+    stack = await startTestStack({
+      sidecarProcess: true,
+      env: {
+        OTEL_EXPORTER_OTLP_ENDPOINT: col.grpcUrl,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+        OTEL_EXPORTER_OTLP_COMPRESSION: 'gzip',
+        OTEL_EXPORTER_OTLP_HEADERS: 'x-tenant=t1',
+        OTEL_EXPORTER_OTLP_TIMEOUT: '5000',
+        OTEL_PROPAGATORS: 'b3multi',
+        CONTINUATION_ENGINE: 'vllm',
+        OTEL_SERVICE_NAME: SERVICE,
+        OTEL_BSP_SCHEDULE_DELAY: '100',
+      },
+    });
+  });
+  afterAll(async () => {
+    await stack?.stop();
+    await col?.stop();
+  });
+  beforeEach(() => resetFaults());
+
+  test('the Collector decoded the rescued stream’s spans; each leg carried its span as B3 headers', async () => {
+    const id = newRequestId('trace-grpc');
+    const traceId = hex(32);
+    const clientSpan = hex(16);
+    const r = await postChat(stack.url, chatBody({}, PROMPT), {
+      ...SIZE,
+      'x-request-id': id,
+      'x-fake-fault': 'crash@12',
+      'x-b3-traceid': traceId,
+      'x-b3-spanid': clientSpan,
+      'x-b3-sampled': '1',
+    });
+    expectOneCompleteStream(r);
+    expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'completed-after-continuation' });
+    const { request, legs } = await gatewaySpans(col, traceId);
+    expect(request.parentSpanId).toBe(clientSpan);
+    expect(request.attributes).toMatchObject({ 'gen_ai.provider.name': 'vllm', 'gen_ai.response.finish_reasons': ['stop'] });
+    const bySpan = new Map(legs.map((l) => [l.spanId, l]));
+    const seen = seenFor(stack, id);
+    expect(seen).toHaveLength(2);
+    for (const s of seen) {
+      expect(s.headers['x-b3-traceid']).toBe(traceId);
+      expect(bySpan.has(String(s.headers['x-b3-spanid']))).toBe(true);
+      expect(s.headers.traceparent).toBeUndefined();
+    }
+  });
 });

@@ -1,5 +1,6 @@
 // A real OpenTelemetry Collector for the trace tests: the binary scripts/build-otelcol.sh builds from the
-// Collector's Go modules (OTLP receiver + debug exporter), started on 127.0.0.1:0 (it logs the port it bound),
+// Collector's Go modules (OTLP receiver + debug exporter), its OTLP/HTTP and OTLP/gRPC receivers started on
+// 127.0.0.1:0 (it logs the ports it bound),
 // its debug exporter's detailed text parsed back into spans (the same shape as otlp-receiver.ts's). What the
 // Collector prints is what it decoded from the exporters' protobuf: a span the Collector rejects never shows.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
@@ -27,6 +28,8 @@ export interface Collector {
   /** http://127.0.0.1:<port>, the OTLP/HTTP receiver. */
   readonly url: string;
   readonly port: number;
+  /** http://127.0.0.1:<port>, the OTLP/gRPC receiver. */
+  readonly grpcUrl: string;
   /** Every span the debug exporter printed so far. */
   spans(): ReceivedSpan[];
   waitFor(pred: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number): Promise<ReceivedSpan[]>;
@@ -37,6 +40,8 @@ const CONFIG = `receivers:
   otlp:
     protocols:
       http:
+        endpoint: 127.0.0.1:0
+      grpc:
         endpoint: 127.0.0.1:0
 exporters:
   debug:
@@ -54,9 +59,10 @@ service:
 const KIND: Record<string, string> = { Client: 'SPAN_KIND_CLIENT', Server: 'SPAN_KIND_SERVER', Internal: 'SPAN_KIND_INTERNAL' };
 const STATUS: Record<string, string> = { Ok: 'STATUS_CODE_OK', Error: 'STATUS_CODE_ERROR', Unset: 'STATUS_CODE_UNSET' };
 
-function value(typed: string): string | number | boolean {
-  const m = /^(Str|Int|Double|Bool)\((.*)\)$/.exec(typed);
+function value(typed: string): ReceivedSpan['attributes'][string] {
+  const m = /^(Str|Int|Double|Bool|Slice)\((.*)\)$/.exec(typed);
   if (!m) return typed;
+  if (m[1] === 'Slice') return JSON.parse(m[2]);
   if (m[1] === 'Str') return m[2];
   if (m[1] === 'Bool') return m[2] === 'true';
   return Number(m[2]);
@@ -122,10 +128,14 @@ export async function startCollector(bin: string): Promise<Collector> {
   };
   const until = Date.now() + 30_000;
   let port = 0;
-  while (!port) {
+  let grpcPort = 0;
+  while (!port || !grpcPort) {
     const m = /Starting HTTP server.*"endpoint": "127\.0\.0\.1:(\d+)"/.exec(out);
-    if (m) port = Number(m[1]);
-    else if (child.exitCode !== null || Date.now() > until) {
+    const g = /Starting GRPC server.*"endpoint": "127\.0\.0\.1:(\d+)"/.exec(out);
+    if (m && g) {
+      port = Number(m[1]);
+      grpcPort = Number(g[1]);
+    } else if (child.exitCode !== null || Date.now() > until) {
       await stop();
       throw new Error(`the Collector did not start:\n${out.slice(-3000)}`);
     } else await new Promise((r) => setTimeout(r, 50));
@@ -134,6 +144,7 @@ export async function startCollector(bin: string): Promise<Collector> {
   return {
     url: `http://127.0.0.1:${port}`,
     port,
+    grpcUrl: `http://127.0.0.1:${grpcPort}`,
     spans,
     async waitFor(pred, timeoutMs = 20_000) {
       const end = Date.now() + timeoutMs;

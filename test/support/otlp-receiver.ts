@@ -5,6 +5,7 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
+import * as zlib from 'node:zlib';
 import * as protoLoader from '@grpc/proto-loader';
 
 const PROTO_ROOT = path.resolve(__dirname, '../../../test/support/otlp-proto');
@@ -18,8 +19,22 @@ export interface ReceivedSpan {
   name: string;
   kind: string;
   statusCode: string;
-  attributes: Record<string, string | number | boolean>;
-  events: { name: string; attributes: Record<string, string | number | boolean> }[];
+  attributes: Record<string, AttributeValue>;
+  events: { name: string; attributes: Record<string, AttributeValue> }[];
+}
+
+type AttributeValue = string | number | boolean | AttributeValue[];
+
+/** One POST the receiver got: when, its headers (lower-case), and what it answered. */
+export interface ReceivedPost {
+  at: number;
+  headers: http.IncomingHttpHeaders;
+  status: number;
+}
+
+export interface OtlpReceiverOptions {
+  /** Answers for the first POSTs, in order (e.g. 429, then 503 with Retry-After): refused, not decoded. */
+  refuseFirst?: { status: number; retryAfter?: string }[];
 }
 
 export interface OtlpReceiver {
@@ -29,6 +44,8 @@ export interface OtlpReceiver {
   readonly spans: ReceivedSpan[];
   /** POST requests received, decodable or not. */
   readonly posts: number;
+  /** Every POST, in arrival order. */
+  readonly received: ReceivedPost[];
   /** Waits until `pred` holds for the spans received (polling), or throws after timeoutMs. */
   waitFor(pred: (spans: ReceivedSpan[]) => boolean, timeoutMs?: number): Promise<ReceivedSpan[]>;
   close(): Promise<void>;
@@ -36,7 +53,7 @@ export interface OtlpReceiver {
 
 type Deserialize = (b: Buffer) => any;
 
-function exportRequestDecoder(): Deserialize {
+export function exportRequestDecoder(): Deserialize {
   const def = protoLoader.loadSync('opentelemetry/proto/collector/trace/v1/trace_service.proto', {
     includeDirs: [PROTO_ROOT],
     keepCase: true,
@@ -49,8 +66,10 @@ function exportRequestDecoder(): Deserialize {
   return svc.Export.requestDeserialize;
 }
 
-function anyValue(v: any): string | number | boolean {
+function anyValue(v: any): AttributeValue {
   switch (v?.value) {
+    case 'array_value':
+      return (v.array_value?.values ?? []).map(anyValue);
     case 'string_value':
       return v.string_value;
     case 'bool_value':
@@ -64,7 +83,7 @@ function anyValue(v: any): string | number | boolean {
   }
 }
 
-function attributes(kvs: any[] | undefined): Record<string, string | number | boolean> {
+function attributes(kvs: any[] | undefined): Record<string, AttributeValue> {
   return Object.fromEntries((kvs ?? []).map((kv) => [kv.key, anyValue(kv.value)]));
 }
 
@@ -90,9 +109,11 @@ export function spansOf(req: any): ReceivedSpan[] {
   return out;
 }
 
-export async function startOtlpReceiver(): Promise<OtlpReceiver> {
+export async function startOtlpReceiver(o: OtlpReceiverOptions = {}): Promise<OtlpReceiver> {
   const decode = exportRequestDecoder();
   const spans: ReceivedSpan[] = [];
+  const received: ReceivedPost[] = [];
+  const refusals = [...(o.refuseFirst ?? [])];
   let posts = 0;
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -103,8 +124,15 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
         return;
       }
       posts++;
-      const body = Buffer.concat(chunks);
+      const refusal = refusals.shift();
+      received.push({ at: Date.now(), headers: req.headers, status: refusal?.status ?? 200 });
+      if (refusal) {
+        res.writeHead(refusal.status, refusal.retryAfter ? { 'retry-after': refusal.retryAfter } : {}).end();
+        return;
+      }
       try {
+        const raw = Buffer.concat(chunks);
+        const body = req.headers['content-encoding'] === 'gzip' ? zlib.gunzipSync(raw) : raw;
         const type = String(req.headers['content-type'] ?? '');
         spans.push(...spansOf(type.includes('json') ? JSON.parse(body.toString('utf8')) : decode(body)));
       } catch {
@@ -124,6 +152,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     get posts() {
       return posts;
     },
+    received,
     async waitFor(pred, timeoutMs = 15_000) {
       const until = Date.now() + timeoutMs;
       while (!pred(spans)) {

@@ -1,6 +1,7 @@
 // A whole gateway for one end-to-end suite: fake engine replicas (in this process, so faults and the
-// requests they saw are visible), the sidecar (in this process, so its log records can be asserted), and
-// the real Envoy binary in front, exactly as `npm run stack` wires them.
+// requests they saw are visible), the sidecar (in this process, so its log records can be asserted; or, with
+// `sidecarProcess`, as its own process whose log lines are read back), and the real Envoy binary in front,
+// exactly as `npm run stack` wires them.
 import { loadConfig } from '../../src/config/env';
 import { resetFaults } from '../../src/fake-engine/faults';
 import { type FakeEngine, type FakeEngineOptions, startFakeEngine } from '../../src/fake-engine/server';
@@ -10,6 +11,7 @@ import { type RunningEnvoy, startEnvoy } from '../../src/stack/envoy-process';
 import type { EnvoyTracingOptions } from '../../src/stack/envoy-tracing';
 import type { ChildExit } from '../../src/stack/managed-child';
 import { captureLogs } from './log-capture';
+import { type SidecarProcess, startSidecarProcess } from './sidecar-process';
 
 export interface TestStackOptions {
   /** Sidecar environment (reference variable names). DOWNSTREAM_URL and PORT are filled in. */
@@ -34,6 +36,8 @@ export interface TestStackOptions {
   maxHeapBytes?: number;
   /** Envoy's OpenTelemetry tracer, exporting to this collector (default off). */
   envoyTracing?: EnvoyTracingOptions;
+  /** Run the sidecar as its own process (test/support/sidecar-process.ts); `sidecar` is then undefined. */
+  sidecarProcess?: boolean;
 }
 
 export interface TestStack {
@@ -71,6 +75,7 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
   const capture = captureLogs();
   const { sink, logs, records } = capture;
   let sidecar: Sidecar | undefined;
+  let sidecarProc: SidecarProcess | undefined;
   const closeEngines = () => Promise.all([...engines, ...(continuationEngine ? [continuationEngine] : [])].map((e) => e.close()));
   const envoy = await startEnvoy({
     listenPort: 0,
@@ -97,7 +102,7 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
       const env = Object.fromEntries(
         Object.entries(o.env ?? {}).map(([k, v]) => [k, v.replace('{engine0}', engines[0]?.url ?? '{engine0}')]),
       );
-      const config = loadConfig({
+      const sidecarEnv: Record<string, string> = {
         CONTINUATION_MODEL: 'generic-test',
         ...(o.productionDefaults ? {} : { STALL_IDLE_TIMEOUT_SECONDS: '1' }),
         ADMIN_PORT: '0', // several sidecars run in one process: an ephemeral admin port each
@@ -106,13 +111,20 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
         ...(envoy.continuationEgressUrl ? { CONTINUATION_URL: envoy.continuationEgressUrl } : {}),
         PORT: '0',
         LOG_LEVEL: o.env?.LOG_LEVEL ?? 'debug',
-      });
-      sidecar = await startSidecar(config, createLogger(config.logLevel, sink));
-      envoy.setExtProcEndpoint('127.0.0.1', sidecar.port);
+      };
+      if (o.sidecarProcess) {
+        sidecarProc = await startSidecarProcess(sidecarEnv, sink);
+        envoy.setExtProcEndpoint('127.0.0.1', sidecarProc.port);
+      } else {
+        const config = loadConfig(sidecarEnv);
+        sidecar = await startSidecar(config, createLogger(config.logLevel, sink));
+        envoy.setExtProcEndpoint('127.0.0.1', sidecar.port);
+      }
       await envoy.waitForExtProcHealthy(30_000);
     } catch (e) {
       await envoy.stop();
       await sidecar?.close();
+      await sidecarProc?.stop();
       await closeEngines();
       throw e;
     }
@@ -143,12 +155,15 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
     waitForEnd: capture.waitForEnd,
     async stopSidecar() {
       await sidecar?.close();
+      await sidecarProc?.stop();
       sidecar = undefined;
+      sidecarProc = undefined;
     },
     async stop() {
       stopping = true;
       await envoy.stop();
       await sidecar?.close();
+      await sidecarProc?.stop();
       // The engines the stack has now: a suite may have swapped one for another (a different dialect on the
       // same port); a server left listening keeps the jest worker from exiting.
       await Promise.all([...stack.engines, ...(stack.continuationEngine ? [stack.continuationEngine] : [])].map((e) => e.close()));
