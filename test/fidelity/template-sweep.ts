@@ -56,7 +56,16 @@ export function sweepShard(index: number, of: number): void {
       let refused = 0;
       for (const parser of ['engine', 'none'] as const)
         for (const kwargs of [undefined, { enable_thinking: false }]) {
-          const c: CaseInput = { name: t.name, template: t.text, special: t.special, engine, messages: MESSAGES, kwargs, parser, nowMs: Date.now() };
+          const c: CaseInput = {
+            name: t.name,
+            template: t.text,
+            special: t.special,
+            engine,
+            messages: MESSAGES,
+            kwargs,
+            parser,
+            nowMs: Date.now(),
+          };
           let r = await runTemplateCase(harness, c);
           if (r.skipped) r = await runTemplateCase(harness, { ...c, messages: NO_SYSTEM });
           for (const cut of r.cuts) {
