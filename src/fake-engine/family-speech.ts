@@ -44,13 +44,16 @@ type VllmParser = 'engine' | 'engine-strip' | 'r1' | 'none';
 /** vLLM 0.33.0's parser kind per family (vllm/reasoning/__init__.py registry; docs/families.md). */
 const VLLM_PARSER: Record<string, VllmParser> = {
   qwen3: 'engine', // parser/qwen3.py: strip_trailing_reasoning_whitespace=False (L287)
+  'qwen3-thinking-2507': 'engine',
   'qwen3.5': 'engine',
+  qwq: 'r1', // docs/features/reasoning_outputs.md L32: QwQ-32B -> deepseek_r1
+  'nemotron-3-nano': 'r1',
   'glm-4.6': 'engine-strip', // parser/glm47_moe.py: the engine default strips (parser_engine_config.py L118)
   'glm-4.7': 'engine-strip',
-  'kimi-k2': 'engine-strip', // parser/kimi_k2.py L144
+  'kimi-k2-thinking': 'engine-strip', // parser/kimi_k2.py L144
   'minimax-m2': 'engine-strip', // parser/minimax_m2.py
   'deepseek-v4': 'engine-strip',
-  'deepseek-r1': 'r1', // reasoning/deepseek_r1_reasoning_parser.py
+  'deepseek-r1-distill': 'r1', // reasoning/deepseek_r1_reasoning_parser.py
   'deepseek-v3.1': 'r1', // deepseek_v3: the R1 parser when thinking (deepseek_v3_reasoning_parser.py L25-37)
   'deepseek-v3.2': 'r1',
   generic: 'r1',
@@ -151,7 +154,7 @@ export function vllmSplit(family: ModelFamily, tokens: readonly string[], thinki
 
 /** SGLang's split (its detectors strip nothing; DeepSeek-R1's is forced into reasoning: reasoning_parser.py L400). */
 export function sglangSplit(family: ModelFamily, tokens: readonly string[], thinking: boolean): Delta[] {
-  return splitTokens(family, tokens, { startInReasoning: thinking || family.name === 'deepseek-r1' });
+  return splitTokens(family, tokens, { startInReasoning: thinking || family.name === 'deepseek-r1-distill' });
 }
 /**
  * Whether a vLLM prompt ends inside an open reasoning block, judged on the current turn only (what follows the

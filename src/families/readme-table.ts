@@ -17,10 +17,28 @@ function cell(f: ModelFamily, engine: (typeof ENGINES)[number], rule: EngineRule
   return `**${phases}${when}**${extra} [${TESTS[engine]}]`;
 }
 
+/** How a family's continuations are verified: its proof, the served template, the engine. */
+function verifiedHow(f: ModelFamily): string {
+  const how = ['table'];
+  if (f.provenTemplates.length > 0) how.push('template');
+  if (ENGINES.some((e) => e !== 'sglang' && f.engines[e].phases.length > 0)) how.push('engine');
+  return how.join(', ');
+}
+
 export function familyTableMarkdown(): string {
-  const head = ['| family | `CONTINUATION_MODEL` e.g. | SGLang | vLLM | llama.cpp |', '|---|---|---|---|---|'];
-  const rows = FAMILIES.map((f) => `| ${f.name} | \`${f.examples[0]}\` | ${ENGINES.map((e) => cell(f, e, f.engines[e])).join(' | ')} |`);
-  return [...head, ...rows].join('\n');
+  const head = [
+    '| family | `CONTINUATION_MODEL` e.g. | proven against | SGLang | vLLM | llama.cpp | verified how |',
+    '|---|---|---|---|---|---|---|',
+  ];
+  const rows = FAMILIES.map(
+    (f) =>
+      `| ${f.name} | \`${f.examples[0]}\` | ${f.proof} | ${ENGINES.map((e) => cell(f, e, f.engines[e])).join(' | ')} | ${verifiedHow(f)} |`,
+  );
+  const any = [
+    '| any other model, `CHAT_TEMPLATE` set | any name | the served template, rendered here | **reasoning + content** where the template path is exact [template-fidelity] | **where a final-message shape renders exactly** [template-fidelity] | **the shape the engine renders exactly** [real-engine] | template, engine |',
+    '| any other model, no template | any name | nothing: the reference\u2019s `<think>` guess, warned at start | the guess | the guess | the guess | engine (vLLM, llama.cpp: when `TOKENIZE_URL` is set) |',
+  ];
+  return [...head, ...rows, ...any].join('\n');
 }
 
 if (require.main === module) process.stdout.write(`${familyTableMarkdown()}\n`);

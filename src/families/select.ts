@@ -15,6 +15,7 @@ export const GENERIC: ModelFamily = {
   examples: ['generic'],
   template: '',
   provenTemplates: [],
+  proof: 'none: the reference gateway\u2019s guess, warned at start',
   reasoning: GENERIC_FORMAT,
   thinking: () => true,
   engines: {
@@ -38,7 +39,8 @@ export interface FamilyChoice {
 export function selectFamily(continuationModel: string | undefined): FamilyChoice {
   const name = normalizeModelName(continuationModel ?? '');
   if (GENERIC.match.test(name)) return { family: GENERIC, known: true };
-  const family = FAMILIES.find((f) => f.match.test(name));
+  // A family's own name selects it too (`deepseek-r1-distill`, `qwen3-thinking-2507`): the README table's column.
+  const family = FAMILIES.find((f) => f.name === name) ?? FAMILIES.find((f) => f.match.test(name));
   return family ? { family, known: true } : { family: GENERIC, known: false };
 }
 

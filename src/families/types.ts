@@ -97,6 +97,8 @@ export interface ModelFamily {
    * a served CHAT_TEMPLATE with one of these hashes keeps the entry's rules (src/recovery/leg2-design.ts).
    */
   readonly provenTemplates: readonly string[];
+  /** Which form of the checkpoint's template the entry was proven against, and how we know it is the checkpoint's. */
+  readonly proof: string;
   /** Its template renders the date (strftime_now): a continuation across a date change is not exact. */
   readonly readsClock?: boolean;
   /** null: the model has no reasoning format; its answer is the content alone. */

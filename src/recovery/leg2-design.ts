@@ -110,10 +110,23 @@ function fromTemplate(original: JsonObject, d: Delivered, target: ContinuationTa
   };
 }
 
-/** A table family's markers arrived in the content (no reasoning parser): that content is the raw text. */
+/**
+ * A table family's markers arrived in the content (no reasoning parser, or SGLang's separate_reasoning false):
+ * that content is the raw text. A content that is still the start of the opening marker counts too.
+ */
 function markersInContent(family: ModelFamily, d: Delivered): boolean {
   const f = family.reasoning;
-  return !!f && !d.reasoning && d.content.length > 0 && (d.content.includes(f.open) || d.content.includes(f.close));
+  if (!f || d.reasoning || !d.content) return false;
+  return d.content.includes(f.open) || d.content.includes(f.close) || f.open.startsWith(d.content);
+}
+
+/**
+ * Content without reasoning, and no marker in it, while thinking is on: a parser that saw the model write an
+ * empty block (or close the one the prompt opened) at once, or no parser at all (then, after a prompt that opens
+ * the block, that content is the reasoning itself). The raw text cannot be told.
+ */
+function rawTextAmbiguous(family: ModelFamily, d: Delivered, thinking: boolean): boolean {
+  return !!family.reasoning && thinking && !d.reasoning && d.content.length > 0;
 }
 
 function fromTable(original: JsonObject, d: Delivered, target: ContinuationTarget, family: ModelFamily, source: DesignSource): Designed {
@@ -140,6 +153,9 @@ function fromTable(original: JsonObject, d: Delivered, target: ContinuationTarge
     };
     return verifyTable(original, design, target);
   }
+  // The generic guess keeps the reference's reading (an empty block); a table family's raw text is known or refused.
+  if (source === 'table' && rawTextAmbiguous(family, d, thinking))
+    return { unsupported: 'raw-text-ambiguous', reason: 'continuation-unsupported', design: partial };
   const messages = Array.isArray(original.messages) ? original.messages : [];
   const shape = family.engines[target.engine].plan({ delivered: d, phase, thinking, messages });
   if (isUnsupported(shape)) return { unsupported: shape.unsupported, reason: 'continuation-unsupported', design: partial };

@@ -19,7 +19,8 @@ export const PARSER_MARKERS: readonly (readonly [string, string])[] = [
   ['<mm:think>', '</mm:think>'],
   ['<|START_THINKING|>', '<|END_THINKING|>'],
   ['[THINK]', '[/THINK]'],
-  ['<|channel>thought', '<channel|>'],
+  // Gemma 4: SGLang's Gemma4Detector strips `<|channel>` and its label `thought\n` (reasoning_parser.py L1320-1341).
+  ['<|channel>thought\n', '<channel|>'],
   ['<thinking>', '</thinking>'],
   ['<think>', '</think>'],
 ];

@@ -5,8 +5,13 @@
 //   - the prompt opens the reasoning and the template drops a final turn's reasoning (the DeepSeek-R1 distills,
 //     QwQ): R, the template's own spelling of the close where another render shows it, else `\n</think>\n\n`
 //     (the R1 distills' published answers: `R\n</think>\n\nC`), then C;
-//   - the prompt closed the reasoning (thinking off): C;
+//   - the prompt closed the reasoning (thinking off): the template's rendering of a turn without reasoning
+//     after it, else C;
+//   - a model the caller knows thinks here, whose template renders its last turn without the reasoning
+//     (Kimi-K2-Thinking renders a conversation's last assistant turn as history): the markers around R, then C;
 //   - otherwise the template's markers around R, then C.
+// The assistant turn carries the reasoning as reasoning_content, reasoning and thinking (gpt-oss's template
+// renders the analysis channel from `thinking` for a final turn, as in training).
 import { PARSER_MARKERS } from '../../src/templates/reasoning-markers';
 import type { Harness } from './harness-client';
 
@@ -33,29 +38,38 @@ export async function modelOutput(
   h: Harness,
   job: { template: string; messages: object[]; kwargs: Record<string, unknown>; special: Record<string, string>; nowMs?: number },
   prompt1: string,
+  o: { markers?: readonly [string, string]; thinks?: boolean } = {},
 ): Promise<ModelOutput> {
-  const markers = templateMarkers(job.template);
-  const turn = await h.call({
-    op: 'render',
-    template: job.template,
-    messages: [...job.messages, { role: 'assistant', content: CONTENT, reasoning_content: REASONING, reasoning: REASONING }],
-    kwargs: job.kwargs,
-    special: job.special,
-    nowMs: job.nowMs,
-  });
-  const rendered = turn.ok && turn.text.startsWith(prompt1) ? turn.text.slice(prompt1.length) : undefined;
+  const markers = o.markers ?? templateMarkers(job.template);
+  const after = async (final: Record<string, unknown>) => {
+    const turn = await h.call({
+      op: 'render',
+      template: job.template,
+      messages: [...job.messages, { role: 'assistant', ...final }],
+      kwargs: job.kwargs,
+      special: job.special,
+      nowMs: job.nowMs,
+    });
+    return turn.ok && turn.text.startsWith(prompt1) ? (turn.text.slice(prompt1.length) as string) : undefined;
+  };
+  const rendered = await after({ content: CONTENT, reasoning_content: REASONING, reasoning: REASONING, thinking: REASONING });
   const end = rendered?.indexOf(CONTENT) ?? -1;
   const tail = prompt1.trimEnd();
   const opens = markers && tail.endsWith(markers[0]);
   const closed = markers && tail.endsWith(markers[1]);
-  if (rendered !== undefined && end >= 0 && (rendered.includes(REASONING) || !opens))
+  if (closed) {
+    const plain = await after({ content: CONTENT });
+    const at = plain?.indexOf(CONTENT) ?? -1;
+    return { text: plain !== undefined && at >= 0 ? plain.slice(0, at + CONTENT.length) : CONTENT, how: 'prompt-closed', markers };
+  }
+  const withReasoning = rendered?.includes(REASONING) === true;
+  if (rendered !== undefined && end >= 0 && (withReasoning || (!opens && !(o.thinks && markers))))
     return { text: rendered.slice(0, end + CONTENT.length), how: 'rendered-turn', markers };
   if (markers && opens) {
     // The close as the template spells it after a reasoning it renders (a history turn), else R1's.
     const spelled = rendered !== undefined ? spelling(rendered, markers[1]) : undefined;
     return { text: REASONING + (spelled ?? `\n${markers[1]}\n\n`) + CONTENT, how: 'prompt-opens', markers };
   }
-  if (markers && closed) return { text: CONTENT, how: 'prompt-closed', markers };
   if (markers) return { text: markers[0] + REASONING + markers[1] + CONTENT, how: 'markers', markers };
   return { text: rendered !== undefined && end >= 0 ? rendered.slice(0, end + CONTENT.length) : CONTENT, how: 'content-only' };
 }

@@ -5,6 +5,7 @@
 // be exact (leg 2's prompt is the uninterrupted one plus the delivered raw text, and the stitched stream equals
 // the uninterrupted one) or refused before leg 2 is sent; anything else is a drift.
 import { planContinuationRequest } from '../../src/recovery/continuation-request';
+import { HarmonySplit } from '../../src/recovery/harmony-split';
 import { designLeg2 } from '../../src/recovery/leg2-design';
 import { RestartGuard } from '../../src/recovery/restart-guard';
 import { serveTemplates } from '../../src/templates/served';
@@ -19,7 +20,7 @@ export const SGLANG_PARSER_FOR: Record<string, string> = {
   '<think>': 'qwen3',
   '[THINK]': 'mistral',
   '<|START_THINKING|>': 'cohere_command4',
-  '<|channel>thought': 'gemma4',
+  '<|channel>thought\n': 'gemma4',
   '<mm:think>': 'minimax-m3',
 };
 
@@ -32,9 +33,22 @@ export interface CaseInput {
   readonly kwargs: Record<string, unknown> | undefined;
   /** `engine`: the engine's parser for the template's markers; `none`: no parser (everything is content). */
   readonly parser: 'engine' | 'none';
-  /** SGLang parser name to use instead of the marker's default (the family table's). */
-  readonly sglangParser?: string;
   readonly nowMs: number;
+  /**
+   * The family table's path instead of the template path: CONTINUATION_MODEL names the entry and no template is
+   * served; the family's SGLang parser (none: no split), vLLM's split for it (our reading), its markers, and
+   * what SGLang's prompt job needs beyond the template (DeepSeek-V3.2's encoder).
+   */
+  readonly table?: {
+    readonly continuationModel: string;
+    readonly sglangParser: string | undefined;
+    readonly vllmSplit: (tokens: string[], prompt: string, prompt1: string) => Split[];
+    readonly markers: readonly string[];
+    /** The family's marker pair and whether its model thinks here (what model-output.ts falls back to). */
+    readonly pair?: readonly [string, string];
+    readonly thinks?: boolean;
+    readonly promptExtra?: Record<string, unknown>;
+  };
 }
 
 export type Cut =
@@ -44,6 +58,8 @@ export type Cut =
 
 export interface CaseResult {
   readonly skipped?: string;
+  /** The model's raw text the cuts were made in. */
+  readonly raw?: string;
   readonly how?: string;
   readonly parserName?: string;
   readonly cuts: Cut[];
@@ -81,13 +97,19 @@ export async function runTemplateCase(h: Harness, c: CaseInput): Promise<CaseRes
     h,
     { template: c.template, messages: c.messages, kwargs: c.kwargs ?? {}, special: c.special, nowMs: c.nowMs },
     prompt1,
+    c.table ? { markers: c.table.pair, thinks: c.table.thinks } : {},
   );
-  const tokens = rawTokens(out.text, out.markers ?? []);
-  const sglangParser = out.markers ? (c.sglangParser ?? SGLANG_PARSER_FOR[out.markers[0]]) : undefined;
+  const tokens = rawTokens(out.text, [...(out.markers ?? []), ...(c.table?.markers ?? [])]);
+  const sglangParser = c.table ? c.table.sglangParser : out.markers ? SGLANG_PARSER_FOR[out.markers[0]] : undefined;
   const parserName =
     c.parser === 'none' ? 'none' : c.engine === 'sglang' ? (sglangParser ?? 'marker-split') : 'marker-split (our reading of vLLM)';
   const split = async (b: Record<string, unknown>, toks: string[], prompt: string): Promise<Split[]> => {
-    if (c.parser === 'none' || !out.markers) return toks.map((t) => ({ reasoning: '', content: t }));
+    // SGLang with separate_reasoning false streams the raw text (gpt-oss's leg 2; the gateway splits it).
+    if (c.parser === 'none' || b.separate_reasoning === false) return toks.map((t) => ({ reasoning: '', content: t }));
+    if (c.table) {
+      if (c.engine === 'vllm') return c.table.vllmSplit(toks, prompt, prompt1);
+      if (!sglangParser) return toks.map((t) => ({ reasoning: '', content: t }));
+    } else if (!out.markers) return toks.map((t) => ({ reasoning: '', content: t }));
     if (c.engine === 'sglang' && sglangParser) {
       const r = await h.call({ op: 'sglang_split', parser: sglangParser, chunks: toks, body: b, finish: true, template: c.template });
       if (!r.ok) throw new Error(`sglang_split: ${r.error}`);
@@ -97,7 +119,7 @@ export async function runTemplateCase(h: Harness, c: CaseInput): Promise<CaseRes
   };
   const deltas = await split(body, tokens, prompt1);
   const full = join(deltas);
-  const served = serveTemplates({ default: c.template }, c.special, c.name);
+  const served = c.table ? undefined : serveTemplates({ default: c.template }, c.special, c.name);
   const clock = { leg1At: new Date(c.nowMs), now: new Date(c.nowMs) };
   const cuts: Cut[] = [];
   for (let k = 1; k < tokens.length; k++) {
@@ -105,7 +127,7 @@ export async function runTemplateCase(h: Harness, c: CaseInput): Promise<CaseRes
     if (!delivered.reasoning && !delivered.content) continue;
     const phase = delivered.content ? 'content' : 'reasoning';
     const state = { ...delivered, toolCallsSeen: false };
-    const target = { continuationModel: 'an-unknown-model', engine: c.engine, served, clock };
+    const target = { continuationModel: c.table?.continuationModel ?? 'an-unknown-model', engine: c.engine, served, clock };
     const plan = planContinuationRequest(body, state, {
       ...target,
       rates: { cjk: 1.6, other: 4 },
@@ -126,7 +148,15 @@ export async function runTemplateCase(h: Harness, c: CaseInput): Promise<CaseRes
       cuts.push({ kind: 'drift', phase, why: `leg 2's prompt is not the uninterrupted one plus the text (parts at ${at})` });
       continue;
     }
-    const leg2 = await split(plan.body, tokensAfter(tokens, continued.length), p2.text);
+    let leg2 = await split(plan.body, tokensAfter(tokens, continued.length), p2.text);
+    if (plan.design.shape.split === 'harmony') {
+      const h2 = new HarmonySplit(plan.design.phase);
+      leg2 = leg2.map((d) => {
+        const p = h2.feed(d.content);
+        if ('error' in p) throw new Error(`harmony split: ${p.error}`);
+        return p;
+      });
+    }
     const guard = new RestartGuard(delivered, plan.design.phase);
     for (const d of leg2) guard.observe(d.reasoning, d.content);
     const got = join([delivered, ...leg2]);
@@ -138,5 +168,5 @@ export async function runTemplateCase(h: Harness, c: CaseInput): Promise<CaseRes
     else if (guarded) cuts.push({ kind: 'drift', phase, why: 'the restart guard refused a correct continuation' });
     else cuts.push({ kind: 'exact', phase });
   }
-  return { how: out.how, parserName, cuts };
+  return { how: out.how, parserName, cuts, raw: out.text };
 }
