@@ -1,7 +1,7 @@
 // A vendored CRD schema (deploy/schemas/<source>/<kind>-<version>.json) made strict for check-jsonschema: every
 // object schema with `properties` and no x-kubernetes-preserve-unknown-fields rejects other fields, as the API
 // server's strict field validation does (kubectl's default since 1.27); apiVersion, kind and metadata as the API
-// server adds them. The CEL rules (x-kubernetes-validations) are not checked. Used by test/unit/deploy-gates.test.ts
+// server adds them. The CEL rules (x-kubernetes-validations) and Go-only regex patterns are not checked. Used by test/unit/deploy-gates.test.ts
 // (Istio) and test/unit/helm-chart.test.ts (Prometheus Operator).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -18,6 +18,8 @@ export function strictCrdSchemaFile(source: string, kind: string, version: strin
     if (!s || typeof s !== 'object') return;
     if (s.properties && s['x-kubernetes-preserve-unknown-fields'] !== true && s.additionalProperties === undefined)
       s.additionalProperties = false;
+    // A Go (RE2) inline flag, `(?i)`, is no ECMA-262 regex: check-jsonschema refuses the whole schema for it.
+    if (typeof s.pattern === 'string' && s.pattern.includes('(?i)')) delete s.pattern;
     for (const v of Object.values(s)) strict(v);
   };
   // Kubernetes adds apiVersion, kind and metadata to every custom resource's schema.
