@@ -1,6 +1,7 @@
 // The Helm chart deploy/helm/continuation-gateway (issue 21), in npm test next to the other deployment gates:
-// `helm lint`, then `helm template` of the default values and of the two example value files, each through
-// kubernetes-validate --strict at Kubernetes 1.29 and 1.37 and through the project's rules
+// `helm lint`, then `helm template` of the default values and of the two example value files (offline, no
+// --kube-version, as a GitOps pipeline renders), each through kubernetes-validate --strict at Kubernetes 1.29 and
+// 1.37 and through the project's rules
 // (test/support/deploy-rules.ts). The Helm CLI is built from its Go module by scripts/build-helm.sh and cached
 // (~/.cache/continuation-gateway/helm/); without a Go toolchain or the module proxy the suite is skipped, saying so.
 import * as fs from 'node:fs';
