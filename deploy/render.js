@@ -247,9 +247,10 @@ function istioEnvoyFilterYaml() {
 /**
  * The Helm chart (deploy/helm/continuation-gateway) ships the same generated Envoy pieces as files/ and templates
  * only the names around them: the pod's bootstrap and drain script, and the Istio EnvoyFilter's cluster and
- * filter (its route's router host and the namespace come from values).
+ * filter (its route's router host and the namespace come from values); and copies of deploy/monitoring/.
  */
 const HELM_FILES = 'deploy/helm/continuation-gateway/files';
+const MONITORING_FILES = ['alerts.yaml', 'continuation-gateway.dashboard.json'];
 
 function istioPatchValues() {
   const doc = YAML.parse(istioEnvoyFilterYaml().slice(GENERATED.length));
@@ -268,6 +269,9 @@ function helmFiles() {
     [`${HELM_FILES}/istio-ext-proc-cluster.json`, json(p.cluster)],
     [`${HELM_FILES}/istio-ext-proc-filter.json`, json(p.filter)],
     [`${HELM_FILES}/istio-route.json`, json({ timeout: '0s', idle_timeout: p.routeIdleTimeout })],
+    // deploy/monitoring/ as they are: the chart's PrometheusRule and dashboard ConfigMap (a chart reads only its
+    // own directory).
+    ...MONITORING_FILES.map((f) => [`${HELM_FILES}/monitoring/${f}`, fs.readFileSync(path.join(ROOT, 'deploy', 'monitoring', f), 'utf8')]),
   ];
 }
 

@@ -4,7 +4,7 @@
 // ships Envoy 1.37, docs/deploy.md). With ENVOY_ADMIN_URL set (istio-proxy: http://127.0.0.1:15000), the sidecar
 // reads that Envoy's version from the admin interface's GET /server_info at start, and until it knows the version
 // to be new enough it hands in-scope requests back to Envoy (CONTINUE: plain proxying, the gateway absent):
-//   - too old: passthrough reason `envoy-too-old`, one warning, gauge gateway_envoy_too_old 1;
+//   - too old: passthrough reason `envoy-too-old`, one warning, gauge continuation_gateway_envoy_too_old 1;
 //   - not known yet (admin not answering, retried every second): passthrough reason `envoy-version-unknown`.
 // Unset ENVOY_ADMIN_URL: no check (the standalone deployments ship their own Envoy).
 import * as http from 'node:http';
@@ -66,7 +66,7 @@ export interface EnvoyVersionCheckOptions {
   /** Envoy's admin interface (ENVOY_ADMIN_URL); undefined = no check, every request may be originated. */
   adminUrl: string | undefined;
   log: Logger;
-  /** Where gateway_envoy_too_old goes (the sidecar's registry). */
+  /** Where continuation_gateway_envoy_too_old goes (the sidecar's registry). */
   registry?: Registry;
   retryMs?: number;
   timeoutMs?: number;
@@ -85,7 +85,7 @@ export class EnvoyVersionCheck {
     if (opts.registry) {
       const self = this;
       new Gauge({
-        name: 'gateway_envoy_too_old',
+        name: 'continuation_gateway_envoy_too_old',
         help: 'Whether the Envoy at ENVOY_ADMIN_URL is older than 1.37 (1: in-scope requests are passed through), 0 otherwise.',
         registers: [opts.registry],
         aggregator: 'max',

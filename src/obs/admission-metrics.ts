@@ -17,20 +17,20 @@ export class AdmissionMetrics implements AdmissionObserver {
   ) {
     const registers = [registry];
     this.wait = new Histogram({
-      name: 'gateway_recovery_wait_seconds',
+      name: 'continuation_gateway_recovery_wait_seconds',
       help: 'Time a recovery waited for a re-prefill slot (0 when one was free), by outcome (admitted, timed-out).',
       labelNames: ['outcome'],
       buckets: [0, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
       registers,
     });
     this.brakeTransitions = new Counter({
-      name: 'gateway_recovery_brake_transitions_total',
+      name: 'continuation_gateway_recovery_brake_transitions_total',
       help: 'Times the recovery brake opened or closed.',
       labelNames: ['to'],
       registers,
     });
     this.evidence = new Counter({
-      name: 'gateway_recovery_failures_total',
+      name: 'continuation_gateway_recovery_failures_total',
       help: 'Recovery legs failed before their first token, by what they show the brake: pool (counted) or repeat (the request failed so before: counted once per source).',
       labelNames: ['evidence'],
       registers,
@@ -50,24 +50,30 @@ export class AdmissionMetrics implements AdmissionObserver {
         },
       });
     gauge(
-      'gateway_reprefills_in_flight',
+      'continuation_gateway_reprefills_in_flight',
       'Recovery legs sent and not yet at their first token (re-prefills in flight).',
       (a) => a.inFlight,
     );
-    gauge('gateway_reprefills_in_flight_peak', 'The most re-prefills ever in flight at once since start.', (a) => a.peakInFlight);
     gauge(
-      'gateway_reprefill_limit',
+      'continuation_gateway_reprefills_in_flight_peak',
+      'The most re-prefills ever in flight at once since start.',
+      (a) => a.peakInFlight,
+    );
+    gauge(
+      'continuation_gateway_reprefill_limit',
       'Re-prefills allowed in flight now (RECOVERY_MIN/MAX_CONCURRENT, RECOVERY_BUDGET_PERCENT; with RECOVERY_ADAPTIVE=true the adaptive limit).',
       (a) => a.limit,
     );
     gauge(
-      'gateway_first_token_baseline_seconds',
+      'continuation_gateway_first_token_baseline_seconds',
       "The pool's normal first-token latency the adaptive re-prefill limit compares recovery legs with (RECOVERY_ADAPTIVE=true; 0 until known).",
       (a) => (a.baselineMs ?? 0) / 1000,
     );
-    gauge('gateway_recoveries_waiting', 'Recoveries waiting for a re-prefill slot.', (a) => a.waiting);
-    gauge('gateway_recovery_brake_open', '1 while the recovery brake is open or probing (recovery legs keep failing), else 0.', (a) =>
-      a.brakeOpen() ? 1 : 0,
+    gauge('continuation_gateway_recoveries_waiting', 'Recoveries waiting for a re-prefill slot.', (a) => a.waiting);
+    gauge(
+      'continuation_gateway_recovery_brake_open',
+      '1 while the recovery brake is open or probing (recovery legs keep failing), else 0.',
+      (a) => (a.brakeOpen() ? 1 : 0),
     );
   }
 
@@ -75,7 +81,7 @@ export class AdmissionMetrics implements AdmissionObserver {
     this.wait.observe({ outcome: admitted ? 'admitted' : 'timed-out' }, ms / 1000);
   }
 
-  // Refusals are counted where the stream is (gateway_recovery_refusals_total, src/obs/metrics.ts), with the
+  // Refusals are counted where the stream is (continuation_gateway_recovery_refusals_total, src/obs/metrics.ts), with the
   // phase only the requester knows.
   refused(_reason: RefusalReason): void {}
 

@@ -1,5 +1,5 @@
 // The label values every labelled series starts with, at zero, so that a dashboard or an alert sees
-// `gateway_request_outcomes_total{outcome="interrupted"} 0` from the first scrape instead of an absent series
+// `continuation_gateway_request_outcomes_total{outcome="interrupted"} 0` from the first scrape instead of an absent series
 // (rate() over an absent series is "no data", not 0; https://prometheus.io/docs/practices/instrumentation/#avoid-missing-metrics).
 // Values that only exist at run time (leg2-status-503, a detail after a colon) still appear when first used.
 import type { FailureKind, InterruptReason } from '../recovery/reasons';

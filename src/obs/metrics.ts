@@ -1,6 +1,7 @@
 // The sidecar's Prometheus metrics (prom-client), one registry per Sidecar instance (tests run several in one
 // process). The data path only calls the named methods below; the admin server renders registry.metrics().
-// Names follow Prometheus conventions: snake_case, `_total` counters, `_seconds` durations. Every labelled
+// Names follow Prometheus conventions: snake_case, `_total` counters, `_seconds` durations, and every one of the
+// sidecar's own starts with `continuation_gateway_` (test/unit/metrics-series.test.ts checks it). Every labelled
 // series with a known label value starts at 0 (./metric-labels.ts). The latency histograms follow the
 // OpenTelemetry GenAI server metrics (gen_ai.server.time_to_first_token, gen_ai.server.request.duration:
 // https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/), their names and bucket boundaries.
@@ -19,8 +20,6 @@ export class Metrics {
   private readonly requests: Counter<'scope' | 'reason'>;
   private readonly outcomes: Counter<'outcome'>;
   private readonly legFailures: Counter<'reason' | 'phase'>;
-  /** Deprecated alias of legFailures (gateway_interruptions_total), removed in the release after 0.1.0. */
-  private readonly legFailuresDeprecated: Counter<'reason' | 'phase'>;
   private readonly recoveries: Counter<'kind' | 'outcome'>;
   private readonly legs: Counter;
   private readonly interruptionEvents: Counter<'reason'>;
@@ -29,8 +28,6 @@ export class Metrics {
   private readonly overflows: Counter;
   private readonly recoveredTokens: Counter;
   private readonly firstToken: Histogram;
-  /** Deprecated alias of firstToken (gateway_time_to_first_delta_seconds), removed in the release after 0.1.0. */
-  private readonly firstDelta: Histogram;
   private readonly requestDuration: Histogram<'outcome'>;
   private readonly recoveryLatency: Histogram;
   private recoveryLatencySum = 0;
@@ -38,77 +35,67 @@ export class Metrics {
   constructor(live?: () => LiveState, draining?: () => boolean) {
     const registers = [this.registry];
     this.requests = new Counter({
-      name: 'gateway_requests_total',
+      name: 'continuation_gateway_requests_total',
       help: 'Chat requests by scope decision (originated, or passthrough with its reason).',
       labelNames: ['scope', 'reason'],
       registers,
     });
     this.outcomes = new Counter({
-      name: 'gateway_request_outcomes_total',
+      name: 'continuation_gateway_request_outcomes_total',
       help: "Originated (in-scope) requests ended, by request_end's outcome: one increment per request_end record.",
       labelNames: ['outcome'],
       registers,
     });
-    const legFailureHelp =
-      'Upstream failures of a leg1 attempt, by failure kind and phase (prefill: before the first delta, decode: after).';
     this.legFailures = new Counter({
-      name: 'gateway_leg_failures_total',
-      help: legFailureHelp,
-      labelNames: ['reason', 'phase'],
-      registers,
-    });
-    this.legFailuresDeprecated = new Counter({
-      name: 'gateway_interruptions_total',
-      help: `DEPRECATED, use gateway_leg_failures_total (same values; removed after 0.1.0). ${legFailureHelp}`,
+      name: 'continuation_gateway_leg_failures_total',
+      help: 'Upstream failures of a leg1 attempt, by failure kind and phase (prefill: before the first delta, decode: after).',
       labelNames: ['reason', 'phase'],
       registers,
     });
     this.recoveries = new Counter({
-      name: 'gateway_recoveries_total',
+      name: 'continuation_gateway_recoveries_total',
       help: 'Recoveries by kind (retry, continuation) and outcome (started, succeeded, failed).',
       labelNames: ['kind', 'outcome'],
       registers,
     });
-    this.legs = new Counter({ name: 'gateway_legs_total', help: 'Upstream legs opened (leg1 attempts and continuation legs).', registers });
+    this.legs = new Counter({
+      name: 'continuation_gateway_legs_total',
+      help: 'Upstream legs opened (leg1 attempts and continuation legs).',
+      registers,
+    });
     this.interruptionEvents = new Counter({
-      name: 'gateway_interruption_events_total',
+      name: 'continuation_gateway_interruption_events_total',
       help: 'Interruption events sent to clients, by reason.',
       labelNames: ['reason'],
       registers,
     });
     this.refusals = new Counter({
-      name: 'gateway_recovery_refusals_total',
+      name: 'continuation_gateway_recovery_refusals_total',
       help: 'Recoveries not started, by reason (brake-open, queue-timeout, too-costly) and phase (prefill: a retry, decode: a continuation).',
       labelNames: ['reason', 'phase'],
       registers,
     });
-    this.malformed = new Counter({ name: 'gateway_malformed_events_total', help: 'Malformed SSE events skipped.', registers });
+    this.malformed = new Counter({ name: 'continuation_gateway_malformed_events_total', help: 'Malformed SSE events skipped.', registers });
     this.overflows = new Counter({
-      name: 'gateway_hold_limit_total',
+      name: 'continuation_gateway_hold_limit_total',
       help: 'Held output (tool call, structured output) over MAX_HELD_BYTES, delivered unbuffered.',
       labelNames: ['what'],
       registers,
     });
     this.recoveredTokens = new Counter({
-      name: 'gateway_recovered_tokens_total',
+      name: 'continuation_gateway_recovered_tokens_total',
       help: 'Delivered tokens carried into continuation legs (the recovered prefix).',
       registers,
     });
     this.firstToken = new Histogram({
-      name: 'gateway_time_to_first_token_seconds',
+      name: 'continuation_gateway_time_to_first_token_seconds',
       help: 'Request start to the first delta delivered to the client (gen_ai.server.time_to_first_token).',
       // GenAI's recommended boundaries for gen_ai.server.time_to_first_token, plus the long prefills' tail.
       buckets: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 120, 300],
       registers,
     });
-    this.firstDelta = new Histogram({
-      name: 'gateway_time_to_first_delta_seconds',
-      help: 'DEPRECATED, use gateway_time_to_first_token_seconds (removed after 0.1.0). Request start to the first delta delivered to the client.',
-      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
-      registers,
-    });
     this.requestDuration = new Histogram({
-      name: 'gateway_request_duration_seconds',
+      name: 'continuation_gateway_request_duration_seconds',
       help: 'Originated request start to its end, by outcome (gen_ai.server.request.duration).',
       labelNames: ['outcome'],
       // GenAI's recommended boundaries for gen_ai.server.request.duration, plus the stall bound's tail.
@@ -116,13 +103,13 @@ export class Metrics {
       registers,
     });
     this.recoveryLatency = new Histogram({
-      name: 'gateway_recovery_latency_seconds',
+      name: 'continuation_gateway_recovery_latency_seconds',
       help: 'Failure detected to the first byte of the continuation leg.',
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     });
     new Gauge({
-      name: 'gateway_build_info',
+      name: 'continuation_gateway_build_info',
       help: 'Always 1; the labels say which build runs (version: package.json) on which Node.js.',
       labelNames: ['version', 'node_version'],
       aggregator: 'first', // WORKERS > 1: every worker reports the same build
@@ -132,7 +119,7 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry });
     this.initialiseAtZero();
     new Gauge({
-      name: 'gateway_active_streams',
+      name: 'continuation_gateway_active_streams',
       help: 'Originated streams in progress.',
       registers,
       collect() {
@@ -140,7 +127,7 @@ export class Metrics {
       },
     });
     new Gauge({
-      name: 'gateway_draining',
+      name: 'continuation_gateway_draining',
       help: '1 while the sidecar drains (shutdown), else 0.',
       registers,
       collect() {
@@ -156,11 +143,7 @@ export class Metrics {
       this.outcomes.inc({ outcome }, 0);
       this.requestDuration.zero({ outcome });
     }
-    for (const reason of LEG_FAILURE_REASONS)
-      for (const phase of PHASES) {
-        this.legFailures.inc({ reason, phase }, 0);
-        this.legFailuresDeprecated.inc({ reason, phase }, 0);
-      }
+    for (const reason of LEG_FAILURE_REASONS) for (const phase of PHASES) this.legFailures.inc({ reason, phase }, 0);
     for (const kind of ['retry', 'continuation'] as const)
       for (const outcome of ['started', 'succeeded', 'failed'] as const) this.recoveries.inc({ kind, outcome }, 0);
     for (const reason of INTERRUPTION_REASONS) this.interruptionEvents.inc({ reason }, 0);
@@ -178,7 +161,6 @@ export class Metrics {
   /** A leg 1 attempt failed (reset, stall, ...), before (prefill) or after (decode) the first delta. */
   legFailure(reason: string, phase: 'prefill' | 'decode'): void {
     this.legFailures.inc({ reason, phase });
-    this.legFailuresDeprecated.inc({ reason, phase });
   }
 
   recovery(kind: 'retry' | 'continuation', outcome: 'started' | 'succeeded' | 'failed'): void {
@@ -204,7 +186,6 @@ export class Metrics {
 
   observeFirstDelta(seconds: number): void {
     this.firstToken.observe(seconds);
-    this.firstDelta.observe(seconds);
   }
 
   /** One request_end record was written (src/stream/request-record.ts): its outcome and duration. */
@@ -225,7 +206,7 @@ export class Metrics {
     if (e.retried) this.recoveries.inc({ kind: 'retry', outcome: e.firstDeltaSent ? 'succeeded' : 'failed' });
   }
 
-  /** Sum of gateway_recovery_latency_seconds, synchronously (tests compare it before and after a run). */
+  /** Sum of continuation_gateway_recovery_latency_seconds, synchronously (tests compare it before and after a run). */
   recoveryLatencySumSeconds(): number {
     return this.recoveryLatencySum;
   }

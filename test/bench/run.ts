@@ -214,9 +214,9 @@ export interface CrashSummary {
     detection: Summary;
     /** Processes in the sidecar's tree (its default WORKERS: one per core, plus the cluster primary). */
     processes: number;
-    /** gateway_recovery_refusals_total by reason:phase. */
+    /** continuation_gateway_recovery_refusals_total by reason:phase. */
     refusals: Record<string, number>;
-    /** Recoveries admitted (gateway_recovery_wait_seconds count, outcome=admitted), those that had to wait, timed out. */
+    /** Recoveries admitted (continuation_gateway_recovery_wait_seconds count, outcome=admitted), those that had to wait, timed out. */
     admitted: number;
     waited: number;
     timedOut: number;
@@ -224,15 +224,15 @@ export interface CrashSummary {
     queueWait: Summary;
     /** The same p99 read from the histogram: the upper bound of its bucket (s -> ms). */
     queueWaitP99BucketMs: number;
-    /** gateway_reprefills_in_flight_peak at the end; the largest gateway_reprefill_limit polled every 100 ms. */
+    /** continuation_gateway_reprefills_in_flight_peak at the end; the largest continuation_gateway_reprefill_limit polled every 100 ms. */
     reprefillsInFlightMax: number;
     reprefillLimitMax: number;
-    /** The smallest gateway_reprefill_limit polled after the kill, and the one at the end (RECOVERY_ADAPTIVE moves it). */
+    /** The smallest continuation_gateway_reprefill_limit polled after the kill, and the one at the end (RECOVERY_ADAPTIVE moves it). */
     reprefillLimitMinAfterKill?: number;
     reprefillLimitAtEnd?: number;
     /** Most recoveries waiting at once: from the RECOVERY_ADMITTED lines (each waited [time - waited_ms, time]). */
     waitingMax: number;
-    /** gateway_recovery_latency_seconds: failure detected -> first byte of leg 2 (count, mean, p99 bucket bound). */
+    /** continuation_gateway_recovery_latency_seconds: failure detected -> first byte of leg 2 (count, mean, p99 bucket bound). */
     recoveryLatency: { n: number; meanMs: number; p99BucketMs: number };
   };
   node: string;
@@ -1429,9 +1429,10 @@ export async function runCrash(
     const samples = parseMetrics(
       await (await fetch(`http://127.0.0.1:${adminPort}/metrics`, { signal: AbortSignal.timeout(5000) })).text(),
     );
-    polled.limit = Math.max(polled.limit, metricSum(samples, 'gateway_reprefill_limit'));
-    if (polled.killed) polled.limitMinAfterKill = Math.min(polled.limitMinAfterKill, metricSum(samples, 'gateway_reprefill_limit'));
-    polled.inFlight = Math.max(polled.inFlight, metricSum(samples, 'gateway_reprefills_in_flight'));
+    polled.limit = Math.max(polled.limit, metricSum(samples, 'continuation_gateway_reprefill_limit'));
+    if (polled.killed)
+      polled.limitMinAfterKill = Math.min(polled.limitMinAfterKill, metricSum(samples, 'continuation_gateway_reprefill_limit'));
+    polled.inFlight = Math.max(polled.inFlight, metricSum(samples, 'continuation_gateway_reprefills_in_flight'));
     return samples;
   };
   try {
@@ -1534,13 +1535,14 @@ export async function runCrash(
     }
 
     // Sidecar side.
-    const admitted = metricSum(samples, 'gateway_recovery_wait_seconds_count', { outcome: 'admitted' });
-    const timedOut = metricSum(samples, 'gateway_recovery_wait_seconds_count', { outcome: 'timed-out' });
+    const admitted = metricSum(samples, 'continuation_gateway_recovery_wait_seconds_count', { outcome: 'admitted' });
+    const timedOut = metricSum(samples, 'continuation_gateway_recovery_wait_seconds_count', { outcome: 'timed-out' });
     const waits = [...loggedWaits, ...new Array(Math.max(0, admitted - loggedWaits.length)).fill(0)];
     const refusals: Record<string, number> = {};
     for (const x of samples)
-      if (x.name === 'gateway_recovery_refusals_total' && x.value > 0) refusals[`${x.labels.reason}:${x.labels.phase}`] = x.value;
-    const latencyN = metricSum(samples, 'gateway_recovery_latency_seconds_count');
+      if (x.name === 'continuation_gateway_recovery_refusals_total' && x.value > 0)
+        refusals[`${x.labels.reason}:${x.labels.phase}`] = x.value;
+    const latencyN = metricSum(samples, 'continuation_gateway_recovery_latency_seconds_count');
     // Most waiting at once: sweep over the wait intervals (an end before a start at the same ms).
     const edges = waitIntervals
       .flatMap(
@@ -1583,16 +1585,17 @@ export async function runCrash(
         waited: loggedWaits.length,
         timedOut,
         queueWait: roundSummary(summarize(sortedFloat64(waits))),
-        queueWaitP99BucketMs: histogramQuantileBound(samples, 'gateway_recovery_wait_seconds', 0.99, { outcome: 'admitted' }) * 1000,
-        reprefillsInFlightMax: Math.max(metricSum(samples, 'gateway_reprefills_in_flight_peak'), polled.inFlight),
+        queueWaitP99BucketMs:
+          histogramQuantileBound(samples, 'continuation_gateway_recovery_wait_seconds', 0.99, { outcome: 'admitted' }) * 1000,
+        reprefillsInFlightMax: Math.max(metricSum(samples, 'continuation_gateway_reprefills_in_flight_peak'), polled.inFlight),
         reprefillLimitMax: polled.limit,
         reprefillLimitMinAfterKill: polled.limitMinAfterKill,
-        reprefillLimitAtEnd: metricSum(samples, 'gateway_reprefill_limit'),
+        reprefillLimitAtEnd: metricSum(samples, 'continuation_gateway_reprefill_limit'),
         waitingMax,
         recoveryLatency: {
           n: latencyN,
-          meanMs: latencyN ? round((1000 * metricSum(samples, 'gateway_recovery_latency_seconds_sum')) / latencyN, 1) : NaN,
-          p99BucketMs: histogramQuantileBound(samples, 'gateway_recovery_latency_seconds', 0.99) * 1000,
+          meanMs: latencyN ? round((1000 * metricSum(samples, 'continuation_gateway_recovery_latency_seconds_sum')) / latencyN, 1) : NaN,
+          p99BucketMs: histogramQuantileBound(samples, 'continuation_gateway_recovery_latency_seconds', 0.99) * 1000,
         },
       },
       node: process.version,

@@ -80,11 +80,11 @@ async function crashUnderSteadyLoad(s: TestStack): Promise<Crash> {
     return { id, body, r };
   });
   await everyStreamStarted;
-  const limitBefore = await metric(s, 'gateway_reprefill_limit');
-  const baseline = await metric(s, 'gateway_first_token_baseline_seconds');
+  const limitBefore = await metric(s, 'continuation_gateway_reprefill_limit');
+  const baseline = await metric(s, 'continuation_gateway_first_token_baseline_seconds');
   replicas[1].signal('SIGKILL');
   const results = await Promise.all(runs);
-  return { results, limitBefore, limitAfter: await metric(s, 'gateway_reprefill_limit'), baseline };
+  return { results, limitBefore, limitAfter: await metric(s, 'continuation_gateway_reprefill_limit'), baseline };
 }
 
 /**
@@ -107,7 +107,7 @@ async function cutStreams(s: TestStack, c: Crash): Promise<string[]> {
     .catch((e) => `stats unavailable: ${e}`);
   const own = (await s.sidecar!.ctx.metrics.render())
     .split('\n')
-    .filter((l) => /^(gateway_requests_total|nodejs_eventloop_lag_max_seconds)/.test(l) && !/ 0$/.test(l));
+    .filter((l) => /^(continuation_gateway_requests_total|nodejs_eventloop_lag_max_seconds)/.test(l) && !/ 0$/.test(l));
   process.stderr.write(`[adaptive-admission] after a cut stream, Envoy:\n${stats}\nsidecar:\n${own.join('\n')}\n`);
   return cut.map(({ id, r }) => {
     const end = s.logs.find((l) => l.event === 'request_end' && l.request_id === id);

@@ -45,7 +45,7 @@ describe('one client cannot open the brake', () => {
     expect(stack.records({ decision: 'BRAKE_OPEN' })).toHaveLength(0);
     // Each retry failed as its first attempt had: 8 repeats, counted as one source.
     const metrics = await (await fetch(`http://127.0.0.1:${stack.sidecar?.adminPort}/metrics`)).text();
-    expect(metrics).toMatch(/^gateway_recovery_failures_total\{evidence="repeat"\} 8$/m);
+    expect(metrics).toMatch(/^continuation_gateway_recovery_failures_total\{evidence="repeat"\} 8$/m);
     await rescued(stack);
   });
 

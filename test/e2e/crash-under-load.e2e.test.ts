@@ -124,7 +124,7 @@ async function sidecarMetric(s: TestStack, name: string): Promise<number> {
 }
 
 /**
- * gateway_request_outcomes_total equals the request_end records, outcome by outcome (issue 21: the counter an
+ * continuation_gateway_request_outcomes_total equals the request_end records, outcome by outcome (issue 21: the counter an
  * operator alerts on tells what the logs tell).
  */
 async function expectOutcomeCounterMatchesRecords(s: TestStack, runs: Run[]): Promise<void> {
@@ -133,7 +133,7 @@ async function expectOutcomeCounterMatchesRecords(s: TestStack, runs: Run[]): Pr
   for (const l of s.logs.filter((x) => x.event === 'request_end')) records[l.outcome] = (records[l.outcome] ?? 0) + 1;
   const counted: Record<string, number> = {};
   for (const outcome of new Set([...REQUEST_OUTCOMES, ...Object.keys(records)]))
-    counted[outcome] = await sidecarMetric(s, `gateway_request_outcomes_total\\{outcome="${outcome}"\\}`);
+    counted[outcome] = await sidecarMetric(s, `continuation_gateway_request_outcomes_total\\{outcome="${outcome}"\\}`);
   expect(counted).toEqual(Object.fromEntries(Object.keys(counted).map((o) => [o, records[o] ?? 0])));
   expect(Object.values(records).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(runs.length);
 }
@@ -158,7 +158,7 @@ test(`SIGKILL of one of 4 replicas under ${STREAMS} streams: every stream comple
   const continued = countDecisions(s, 'SUCCEEDED');
   expect(continued).toBeGreaterThan(STREAMS / 8);
   expect(countDecisions(s, 'RECOVERY_REFUSED')).toBe(0);
-  expect(await sidecarMetric(s, 'gateway_reprefills_in_flight_peak')).toBeLessThanOrEqual(limitAtFullLoad(s));
+  expect(await sidecarMetric(s, 'continuation_gateway_reprefills_in_flight_peak')).toBeLessThanOrEqual(limitAtFullLoad(s));
   expect(s.logs.filter((l) => l.decision === 'ATTEMPT' && l.leg === 2)).toHaveLength(continued);
   await expectOutcomeCounterMatchesRecords(s, runs);
 });
@@ -191,11 +191,11 @@ test(`3 of 4 replicas killed under ${STREAMS} streams: every stream completes or
   const outcomes = runs.map(expectExplicitEnd);
   // The survivor serves its own streams and takes over the others as far as its capacity and the brake allow.
   expect(outcomes.filter((o) => o === 'complete').length).toBeGreaterThanOrEqual(STREAMS / 4);
-  const peak = await sidecarMetric(s, 'gateway_reprefills_in_flight_peak');
+  const peak = await sidecarMetric(s, 'continuation_gateway_reprefills_in_flight_peak');
   expect(peak).toBeGreaterThan(0);
   expect(peak).toBeLessThanOrEqual(limitAtFullLoad(s));
-  expect(await sidecarMetric(s, 'gateway_reprefills_in_flight')).toBe(0);
-  expect(await sidecarMetric(s, 'gateway_recoveries_waiting')).toBe(0);
+  expect(await sidecarMetric(s, 'continuation_gateway_reprefills_in_flight')).toBe(0);
+  expect(await sidecarMetric(s, 'continuation_gateway_recoveries_waiting')).toBe(0);
   expect(Math.max(...runs.map((r) => r.ms))).toBeLessThan(60_000);
   await expectOutcomeCounterMatchesRecords(s, runs);
 });
@@ -215,7 +215,7 @@ test(`all 4 replicas killed under ${STREAMS} streams: every stream ends explicit
   expect(countDecisions(s, 'BRAKE_OPEN')).toBeGreaterThanOrEqual(1);
   expect(s.logs.filter((l) => l.decision === 'RECOVERY_REFUSED' && l.reason === 'brake-open').length).toBeGreaterThan(0);
   // At most one recovery leg per stream (leg1 + leg2), and far fewer: most never started.
-  const legs = await sidecarMetric(s, 'gateway_legs_total');
+  const legs = await sidecarMetric(s, 'continuation_gateway_legs_total');
   expect(legs).toBeLessThanOrEqual(2 * STREAMS);
   expect(legs - STREAMS).toBeLessThanOrEqual(STREAMS / 2);
   // Each leg is at most 1 + num_retries (2) connection attempts in Envoy, and only for connect failures.

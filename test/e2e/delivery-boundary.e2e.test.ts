@@ -253,9 +253,9 @@ describe('recovery admission: re-prefill slots and the waiting queue', () => {
       timedOut.length,
     );
     expect(stack.logs.filter((l) => l.decision === 'RECOVERY_ADMITTED' && l.waited_ms > 0).length).toBeGreaterThanOrEqual(1);
-    expect(await metric('gateway_reprefills_in_flight_peak')).toBe(1);
-    expect(await metric('gateway_reprefills_in_flight')).toBe(0);
-    expect(await metric('gateway_recoveries_waiting')).toBe(0);
+    expect(await metric('continuation_gateway_reprefills_in_flight_peak')).toBe(1);
+    expect(await metric('continuation_gateway_reprefills_in_flight')).toBe(0);
+    expect(await metric('continuation_gateway_recoveries_waiting')).toBe(0);
   });
 
   test('before the first delta, a retry that cannot get a slot in time is an HTTP 503 with Retry-After, never 200 and a reset', async () => {

@@ -57,8 +57,8 @@ describe('drain', () => {
     expect(await healthCheck(sidecar.port, '')).toBe('NOT_SERVING');
     expect(await healthCheck(sidecar.port, EXT_PROC_SERVICE)).toBe('NOT_SERVING');
     const metrics = await (await fetch(`${admin}/metrics`)).text();
-    expect(metrics).toMatch(/^gateway_draining 1$/m);
-    expect(metrics).toMatch(/^gateway_active_streams 1$/m);
+    expect(metrics).toMatch(/^continuation_gateway_draining 1$/m);
+    expect(metrics).toMatch(/^continuation_gateway_active_streams 1$/m);
 
     // A new request while draining: handed back to Envoy (CONTINUE + echo), the sidecar originates nothing.
     const lateId = newRequestId('late');

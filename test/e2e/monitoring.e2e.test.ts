@@ -73,9 +73,9 @@ describe('metricNames (the PromQL reader the gate relies on)', () => {
   it('finds the metrics, not functions, labels, grouping or ranges', () => {
     expect(
       metricNames(
-        'histogram_quantile(0.99, sum by (le, outcome) (rate(gateway_request_duration_seconds_bucket{outcome=~"a|b"}[$__rate_interval]))) / clamp_min(sum(up), 1) > 0.5 or absent_thing offset 5m',
+        'histogram_quantile(0.99, sum by (le, outcome) (rate(continuation_gateway_request_duration_seconds_bucket{outcome=~"a|b"}[$__rate_interval]))) / clamp_min(sum(up), 1) > 0.5 or absent_thing offset 5m',
       ).sort(),
-    ).toEqual(['absent_thing', 'gateway_request_duration_seconds_bucket', 'up']);
+    ).toEqual(['absent_thing', 'continuation_gateway_request_duration_seconds_bucket', 'up']);
   });
 });
 
@@ -111,7 +111,7 @@ describe('deploy/monitoring against a live stack', () => {
     expect(missing).toEqual([]);
     // Both sources are used.
     expect(exprs.some((e) => /\benvoy_/.test(e))).toBe(true);
-    expect(exprs.some((e) => /\bgateway_/.test(e))).toBe(true);
+    expect(exprs.some((e) => /\bcontinuation_gateway_/.test(e))).toBe(true);
   });
 
   it('every alert rule reads only exported metrics (rescue rate, interruptions, brake, admission waits)', () => {
@@ -134,6 +134,8 @@ describe('deploy/monitoring against a live stack', () => {
   });
 
   it('fails on a metric nobody exports', () => {
-    expect(metricNames('sum(rate(gateway_interruptionz_total[5m]))').filter((n) => !names.has(n))).toEqual(['gateway_interruptionz_total']);
+    expect(metricNames('sum(rate(continuation_gateway_interruptionz_total[5m]))').filter((n) => !names.has(n))).toEqual([
+      'continuation_gateway_interruptionz_total',
+    ]);
   });
 });

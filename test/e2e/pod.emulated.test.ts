@@ -151,13 +151,13 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
   test("Prometheus can scrape /metrics on the pod address; ext_proc gRPC and Envoy's admin stay on loopback", async () => {
     const m = await sb.httpGet('pod', 9090, '/metrics');
     expect(m.status).toBe(200);
-    expect(m.body).toMatch(/^# HELP gateway_requests_total/m);
+    expect(m.body).toMatch(/^# HELP continuation_gateway_requests_total/m);
     expect((await sb.httpGet('pod', 50051, '/')).error).toBe('ECONNREFUSED');
     expect((await sb.httpGet('pod', 9901, '/ready')).error).toBe('ECONNREFUSED');
     // WORKERS=2 from the manifest: a cluster primary and two workers.
     expect(sb.log('sidecar')).toMatch(/"workers":2/);
     // Aggregated over the workers, the build is still one series at 1 (issue 21).
-    expect(m.body).toMatch(/^gateway_build_info\{version="[^"]+",node_version="v[^"]+"\} 1$/m);
+    expect(m.body).toMatch(/^continuation_gateway_build_info\{version="[^"]+",node_version="v[^"]+"\} 1$/m);
   });
 
   test("Envoy's /stats/prometheus on the ready listener (the pod address); nothing else of its admin interface", async () => {

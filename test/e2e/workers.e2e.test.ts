@@ -102,7 +102,7 @@ test('recoveries succeed whichever worker serves them; /metrics sums the workers
   );
   for (const r of runs) expectOneCompleteStream(r);
   const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text();
-  const succeeded = Number(/gateway_recoveries_total\{kind="continuation",outcome="succeeded"\} (\d+)/.exec(text)?.[1]);
+  const succeeded = Number(/continuation_gateway_recoveries_total\{kind="continuation",outcome="succeeded"\} (\d+)/.exec(text)?.[1]);
   expect(succeeded).toBe(8);
   expect((await fetch(`http://127.0.0.1:${adminPort}/readyz`)).status).toBe(200);
 });
@@ -115,13 +115,13 @@ test("RECOVERY_ADAPTIVE: the workers' first tokens and recovery legs reach the p
   // Reported in batches every 250 ms by each worker.
   let baseline = 0;
   for (let i = 0; i < 40 && !(baseline > 0); i++) {
-    baseline = await gauge('gateway_first_token_baseline_seconds');
+    baseline = await gauge('continuation_gateway_first_token_baseline_seconds');
     await new Promise((r) => setTimeout(r, 50));
   }
   expect(baseline).toBeGreaterThan(0);
   // No stream in progress: the fixed limit would be RECOVERY_MIN_CONCURRENT (3); the 8 recovery legs above
   // started the adaptive one at 8 (100 % of 8 streams) and it keeps its own value.
-  expect(await gauge('gateway_reprefill_limit')).toBeGreaterThan(3);
+  expect(await gauge('continuation_gateway_reprefill_limit')).toBeGreaterThan(3);
 });
 
 test('SIGTERM: the primary drains its workers and exits 0', async () => {

@@ -58,7 +58,7 @@ interface Row {
   usage: any;
   /** Kill sent -> the sidecar's TRIGGERED record. */
   detectMs: number | null;
-  /** Leg2 opened -> its first byte (the sidecar's gateway_recovery_first_byte_ms_sum, this case only). */
+  /** Leg2 opened -> its first byte (the sidecar's continuation_gateway_recovery_first_byte_ms_sum, this case only). */
   leg2FirstByteMs: number;
   ms: number;
 }

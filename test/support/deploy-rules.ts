@@ -3,8 +3,11 @@
 //   - WORKERS explicit and <= the sidecar's CPU limit; its memory limit >= 128 MiB x processes
 //   - Envoy's --concurrency (istio-proxy: concurrency) explicit and <= its CPU limit; the heap cap in the shipped
 //     config is DEFAULT_MAX_HEAP_BYTES and <= 80 % of Envoy's memory limit
-//   - Kubernetes pod: Envoy's preStop drain.sh, then the sidecar's drain: grace > drain.sh's max + DRAIN_TIMEOUT
-//   - Istio pod: both get SIGTERM at once: terminationDrainDuration > DRAIN_TIMEOUT, grace > terminationDrainDuration
+//   - Kubernetes pod: Envoy's preStop drain.sh, then the sidecar's drain: grace > drain.sh's max (DRAIN_MAX_SECONDS
+//     on the Envoy container, else drain.sh's default) + DRAIN_TIMEOUT
+//   - Istio pod: istio-proxy outlives the sidecar's drain whether it is a native sidecar (stopped after it) or a
+//     plain container (SIGTERM at once): EXIT_ON_ZERO_ACTIVE_CONNECTIONS, terminationDrainDuration >
+//     DRAIN_TIMEOUT, grace > terminationDrainDuration (docs/deploy.md "Drain")
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { repoRoot } from '../../src/stack/envoy-config';
@@ -58,6 +61,10 @@ export interface PodSpec {
   drainTimeout: number;
   /** istio-proxy's terminationDrainDuration, seconds (Istio pods). */
   proxyDrain?: number;
+  /** istio-proxy's EXIT_ON_ZERO_ACTIVE_CONNECTIONS (Istio pods). */
+  proxyExitOnZero?: boolean;
+  /** Envoy's preStop wait, DRAIN_MAX_SECONDS on its container (Kubernetes pods; undefined: drain.sh's default). */
+  envoyDrain?: number;
 }
 
 export function heapCapOf(cfg: any): number | undefined {
@@ -99,7 +106,13 @@ export function podSpecs(docs: any[], where: string): { sidecar: SidecarSpec; en
         heapCap: heapCapOf(JSON.parse(cm.data['envoy.json'])),
         preStop: envoy.lifecycle?.preStop?.exec?.command,
       },
-      pod: { where, mode: 'kubernetes', grace: pod.terminationGracePeriodSeconds, drainTimeout },
+      pod: {
+        where,
+        mode: 'kubernetes',
+        grace: pod.terminationGracePeriodSeconds,
+        drainTimeout,
+        envoyDrain: envOf(envoy).DRAIN_MAX_SECONDS === undefined ? undefined : Number(envOf(envoy).DRAIN_MAX_SECONDS),
+      },
     };
   }
   const ann = dep.spec.template.metadata.annotations ?? {};
@@ -120,6 +133,7 @@ export function podSpecs(docs: any[], where: string): { sidecar: SidecarSpec; en
       grace: pod.terminationGracePeriodSeconds,
       drainTimeout,
       proxyDrain: proxyConfig.terminationDrainDuration ? seconds(proxyConfig.terminationDrainDuration) : undefined,
+      proxyExitOnZero: proxyConfig.proxyMetadata?.EXIT_ON_ZERO_ACTIVE_CONNECTIONS === 'true',
     },
   };
 }
@@ -153,9 +167,11 @@ export function ruleViolations(s: { sidecars: SidecarSpec[]; envoys: EnvoySpec[]
   );
   for (const p of s.pods) {
     if (p.mode === 'kubernetes') {
-      if (!(p.grace > drainMax + p.drainTimeout))
-        out.push(`${p.where}: grace ${p.grace} s <= drain.sh's ${drainMax} s + DRAIN_TIMEOUT_SECONDS ${p.drainTimeout} s`);
+      const envoyDrain = p.envoyDrain ?? drainMax;
+      if (!(p.grace > envoyDrain + p.drainTimeout))
+        out.push(`${p.where}: grace ${p.grace} s <= drain.sh's ${envoyDrain} s + DRAIN_TIMEOUT_SECONDS ${p.drainTimeout} s`);
     } else {
+      if (!p.proxyExitOnZero) out.push(`${p.where}: istio-proxy without EXIT_ON_ZERO_ACTIVE_CONNECTIONS`);
       if (p.proxyDrain === undefined) out.push(`${p.where}: no terminationDrainDuration for istio-proxy`);
       else if (!(p.proxyDrain > p.drainTimeout))
         out.push(`${p.where}: terminationDrainDuration ${p.proxyDrain} s <= DRAIN_TIMEOUT_SECONDS ${p.drainTimeout} s`);

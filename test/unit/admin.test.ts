@@ -65,25 +65,25 @@ describe('Metrics', () => {
     m.observeRecoveryLatency(0.05);
     m.requestEnded({ legs: 2, recoveredTokens: 17, retried: true, firstDeltaSent: true });
     const t = await m.render();
-    expect(sample(t, 'gateway_requests_total{scope="originated",reason=""}')).toBe(1);
-    expect(sample(t, 'gateway_requests_total{scope="passthrough",reason="not-streaming"}')).toBe(1);
-    expect(sample(t, 'gateway_interruptions_total{reason="reset",phase="decode"}')).toBe(1);
-    expect(sample(t, 'gateway_recoveries_total{kind="continuation",outcome="succeeded"}')).toBe(1);
-    expect(sample(t, 'gateway_recoveries_total{kind="retry",outcome="succeeded"}')).toBe(1);
-    expect(sample(t, 'gateway_interruption_events_total{reason="leg2-eof"}')).toBe(1);
-    expect(sample(t, 'gateway_recovery_refusals_total{reason="queue-timeout",phase="prefill"}')).toBe(1);
-    expect(sample(t, 'gateway_legs_total')).toBe(2);
-    expect(sample(t, 'gateway_recovered_tokens_total')).toBe(17);
-    expect(sample(t, 'gateway_active_streams')).toBe(3);
-    expect(sample(t, 'gateway_time_to_first_delta_seconds_count')).toBe(1);
-    expect(sample(t, 'gateway_time_to_first_delta_seconds_bucket{le="0.25"}')).toBe(1);
-    expect(sample(t, 'gateway_recovery_latency_seconds_sum')).toBeCloseTo(0.05);
-    expect(t).toContain('# TYPE gateway_time_to_first_delta_seconds histogram');
-    expect(t).toContain('# TYPE gateway_active_streams gauge');
-    expect(t).toContain('# TYPE gateway_requests_total counter');
+    expect(sample(t, 'continuation_gateway_requests_total{scope="originated",reason=""}')).toBe(1);
+    expect(sample(t, 'continuation_gateway_requests_total{scope="passthrough",reason="not-streaming"}')).toBe(1);
+    expect(sample(t, 'continuation_gateway_leg_failures_total{reason="reset",phase="decode"}')).toBe(1);
+    expect(sample(t, 'continuation_gateway_recoveries_total{kind="continuation",outcome="succeeded"}')).toBe(1);
+    expect(sample(t, 'continuation_gateway_recoveries_total{kind="retry",outcome="succeeded"}')).toBe(1);
+    expect(sample(t, 'continuation_gateway_interruption_events_total{reason="leg2-eof"}')).toBe(1);
+    expect(sample(t, 'continuation_gateway_recovery_refusals_total{reason="queue-timeout",phase="prefill"}')).toBe(1);
+    expect(sample(t, 'continuation_gateway_legs_total')).toBe(2);
+    expect(sample(t, 'continuation_gateway_recovered_tokens_total')).toBe(17);
+    expect(sample(t, 'continuation_gateway_active_streams')).toBe(3);
+    expect(sample(t, 'continuation_gateway_time_to_first_token_seconds_count')).toBe(1);
+    expect(sample(t, 'continuation_gateway_time_to_first_token_seconds_bucket{le="0.25"}')).toBe(1);
+    expect(sample(t, 'continuation_gateway_recovery_latency_seconds_sum')).toBeCloseTo(0.05);
+    expect(t).toContain('# TYPE continuation_gateway_time_to_first_token_seconds histogram');
+    expect(t).toContain('# TYPE continuation_gateway_active_streams gauge');
+    expect(t).toContain('# TYPE continuation_gateway_requests_total counter');
     expect(m.recoveryLatencySumSeconds()).toBeCloseTo(0.05);
     // A second instance starts from zero (no global registry).
-    expect(sample(await new Metrics().render(), 'gateway_legs_total')).toBe(0);
+    expect(sample(await new Metrics().render(), 'continuation_gateway_legs_total')).toBe(0);
   });
 });
 
@@ -168,23 +168,23 @@ describe('admin server and gRPC health of a sidecar in the real stack', () => {
     expect(m.status).toBe(200);
     expect(m.type).toMatch(/^text\/plain; version=0\.0\.4/);
     const t = m.body;
-    expect(sample(t, 'gateway_requests_total{scope="originated",reason=""}')).toBeGreaterThanOrEqual(1);
-    expect(sample(t, 'gateway_interruptions_total{reason="reset",phase="decode"}')).toBe(1);
-    expect(sample(t, 'gateway_recoveries_total{kind="continuation",outcome="succeeded"}')).toBe(1);
-    expect(sample(t, 'gateway_legs_total')).toBeGreaterThanOrEqual(2);
-    expect(sample(t, 'gateway_recovered_tokens_total')).toBeGreaterThan(0);
-    expect(sample(t, 'gateway_recovery_latency_seconds_count')).toBe(1);
-    expect(sample(t, 'gateway_recovery_latency_seconds_sum')).toBeGreaterThan(0);
-    expect(sample(t, 'gateway_time_to_first_delta_seconds_count')).toBeGreaterThanOrEqual(1);
-    expect(sample(t, 'gateway_active_streams')).toBe(0);
+    expect(sample(t, 'continuation_gateway_requests_total{scope="originated",reason=""}')).toBeGreaterThanOrEqual(1);
+    expect(sample(t, 'continuation_gateway_leg_failures_total{reason="reset",phase="decode"}')).toBe(1);
+    expect(sample(t, 'continuation_gateway_recoveries_total{kind="continuation",outcome="succeeded"}')).toBe(1);
+    expect(sample(t, 'continuation_gateway_legs_total')).toBeGreaterThanOrEqual(2);
+    expect(sample(t, 'continuation_gateway_recovered_tokens_total')).toBeGreaterThan(0);
+    expect(sample(t, 'continuation_gateway_recovery_latency_seconds_count')).toBe(1);
+    expect(sample(t, 'continuation_gateway_recovery_latency_seconds_sum')).toBeGreaterThan(0);
+    expect(sample(t, 'continuation_gateway_time_to_first_token_seconds_count')).toBeGreaterThanOrEqual(1);
+    expect(sample(t, 'continuation_gateway_active_streams')).toBe(0);
     // Admission: the continuation held a re-prefill slot until its first token, then freed it.
-    expect(sample(t, 'gateway_reprefills_in_flight')).toBe(0);
-    expect(sample(t, 'gateway_reprefills_in_flight_peak')).toBe(1);
-    expect(sample(t, 'gateway_reprefill_limit')).toBe(3);
-    expect(sample(t, 'gateway_recoveries_waiting')).toBe(0);
-    expect(sample(t, 'gateway_recovery_brake_open')).toBe(0);
-    expect(sample(t, 'gateway_recovery_wait_seconds_count{outcome="admitted"}')).toBe(1);
-    expect(sample(t, 'gateway_draining')).toBe(0);
+    expect(sample(t, 'continuation_gateway_reprefills_in_flight')).toBe(0);
+    expect(sample(t, 'continuation_gateway_reprefills_in_flight_peak')).toBe(1);
+    expect(sample(t, 'continuation_gateway_reprefill_limit')).toBe(3);
+    expect(sample(t, 'continuation_gateway_recoveries_waiting')).toBe(0);
+    expect(sample(t, 'continuation_gateway_recovery_brake_open')).toBe(0);
+    expect(sample(t, 'continuation_gateway_recovery_wait_seconds_count{outcome="admitted"}')).toBe(1);
+    expect(sample(t, 'continuation_gateway_draining')).toBe(0);
     // Out of scope: counted with its reason.
     const p = await fetch(`${stack.url}/v1/chat/completions`, {
       method: 'POST',
@@ -193,7 +193,7 @@ describe('admin server and gRPC health of a sidecar in the real stack', () => {
     });
     await p.text();
     const t2 = (await get(`${admin()}/metrics`)).body;
-    expect(t2).toMatch(/^gateway_requests_total\{scope="passthrough",reason="[^"]+"\} 1$/m);
+    expect(t2).toMatch(/^continuation_gateway_requests_total\{scope="passthrough",reason="[^"]+"\} 1$/m);
   });
 });
 

@@ -19,6 +19,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { repoRoot } from '../../src/stack/envoy-config';
+import { strictCrdSchemaFile } from '../support/crd-schema';
 import {
   argAfter,
   cpus,
@@ -151,35 +152,7 @@ describe('gate: check-jsonschema', () => {
     expect(r.out).toContain('network_modee');
   });
 
-  /**
-   * The vendored CRD schema, strict: every object schema with `properties` and no
-   * x-kubernetes-preserve-unknown-fields rejects other fields, as the API server's strict field validation does
-   * (kubectl's default since 1.27); apiVersion, kind and metadata as the API server adds them. The CEL rules (x-kubernetes-validations) are not checked.
-   */
-  function strictSchemaFile(kind: string, version: string): string {
-    const schema = JSON.parse(fs.readFileSync(path.join(DEPLOY, 'schemas', 'istio', `${kind.toLowerCase()}-${version}.json`), 'utf8'));
-    const strict = (s: any): void => {
-      if (Array.isArray(s)) return s.forEach(strict);
-      if (!s || typeof s !== 'object') return;
-      if (s.properties && s['x-kubernetes-preserve-unknown-fields'] !== true && s.additionalProperties === undefined)
-        s.additionalProperties = false;
-      for (const v of Object.values(s)) strict(v);
-    };
-    // Kubernetes adds apiVersion, kind and metadata to every custom resource's schema.
-    const [group] = String(schema.$id).split('/');
-    schema.properties = {
-      apiVersion: { enum: [`${group}/${version}`] },
-      kind: { enum: [kind] },
-      metadata: { type: 'object' },
-      ...schema.properties,
-    };
-    schema.required = ['apiVersion', 'kind', 'metadata', ...(schema.required ?? [])];
-    strict(schema);
-    delete schema.$id;
-    const file = path.join(tmp, `${kind}-${version}.schema.json`);
-    fs.writeFileSync(file, JSON.stringify(schema));
-    return file;
-  }
+  const strictSchemaFile = (kind: string, version: string): string => strictCrdSchemaFile('istio', kind, version, tmp);
 
   const istioDocs = () => ISTIO_FILES.flatMap((f) => docsOf(path.join(ROOT, f))).filter((d) => String(d.apiVersion).includes('istio.io'));
 

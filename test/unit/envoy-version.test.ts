@@ -120,7 +120,7 @@ describe('EnvoyVersionCheck', () => {
       expect(warn).toHaveLength(1);
       expect(warn[0]).toMatchObject({ level: 'warn', envoy_version: '1.36.2', min_envoy_version: '1.37.0' });
       expect(warn[0].msg).toMatch(/older than 1\.37\.0.*passed through/);
-      expect(await metrics.render()).toMatch(/^gateway_envoy_too_old 1$/m);
+      expect(await metrics.render()).toMatch(/^continuation_gateway_envoy_too_old 1$/m);
     } finally {
       check.stop();
       await admin.close();
@@ -141,7 +141,7 @@ describe('EnvoyVersionCheck', () => {
       while (check.passthroughReason() !== undefined && Date.now() - t0 < 5000) await new Promise((r) => setTimeout(r, 20));
       expect(check.passthroughReason()).toBeUndefined();
       expect(admin.hits).toBeGreaterThanOrEqual(2);
-      expect(await metrics.render()).toMatch(/^gateway_envoy_too_old 0$/m);
+      expect(await metrics.render()).toMatch(/^continuation_gateway_envoy_too_old 0$/m);
     } finally {
       check.stop();
       await admin.close();
@@ -210,7 +210,7 @@ describe('RequestExchange: the scope decision with the version check', () => {
     expect(t.stream.continued).toBe(true);
     expect(t.stream.echoed.join('')).toBe(t.raw);
     expect(t.logs.find((l) => l.decision === 'PASSTHROUGH')?.reason).toBe(reason);
-    expect(await t.metrics.render()).toContain(`gateway_requests_total{scope="passthrough",reason="${reason}"} 1`);
+    expect(await t.metrics.render()).toContain(`continuation_gateway_requests_total{scope="passthrough",reason="${reason}"} 1`);
   });
 
   test('an out-of-scope request keeps its own reason', () => {
@@ -222,7 +222,7 @@ describe('RequestExchange: the scope decision with the version check', () => {
   test('a new enough Envoy: the request is originated', async () => {
     const t = exchange(undefined, chat);
     expect(t.stream.continued).toBe(false);
-    expect(await t.metrics.render()).toContain('gateway_requests_total{scope="originated",reason=""} 1');
+    expect(await t.metrics.render()).toContain('continuation_gateway_requests_total{scope="originated",reason=""} 1');
     t.x.onGone('test over');
   });
 });

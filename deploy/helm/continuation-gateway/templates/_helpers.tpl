@@ -42,26 +42,32 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 
+{{/* "true" when image.repository starts with a registry host (a first part with "." or ":", or localhost), as
+     container runtimes read image names; without one the nodes pull from Docker Hub. */}}
+{{- define "cg.imageHasRegistry" -}}
+{{- $parts := splitList "/" .Values.image.repository -}}
+{{- $first := first $parts -}}
+{{- if and (gt (len $parts) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The rendered Envoy ConfigMap's data (kubernetes mode): its hash is the pod's checksum/envoy, so any change
+     to the bootstrap (router port, tracing, a new files/envoy.json) rolls the pods. */}}
+{{- define "cg.envoyConfigData" -}}
+drain.sh: |
+  {{- .Files.Get "files/drain.sh" | nindent 2 }}
+{{- $t := .Values.tracing.envoy }}
+{{- $bootstrap := .Files.Get "files/envoy.json" }}
+{{- if $t.enabled }}
+{{- /* files/envoy-tracing.json: the same bootstrap with Envoy's tracer, rendered for otel-collector:4318. */}}
+{{- $bootstrap = .Files.Get "files/envoy-tracing.json" | replace "\"address\": \"otel-collector\"" (printf "\"address\": %q" $t.collectorHost) | replace "\"port_value\": 4318" (printf "\"port_value\": %d" (int $t.collectorPort)) | replace "http://otel-collector:4318/v1/traces" (printf "http://%s:%d/v1/traces" $t.collectorHost (int $t.collectorPort)) | replace "\"service_name\": \"continuation-gateway-envoy\"" (printf "\"service_name\": %q" $t.serviceName) }}
+{{- end }}
+envoy.json: |
+  {{- $bootstrap | replace "\"address\": \"inference-gateway-router\"" (printf "\"address\": %q" (include "cg.routerAlias" .)) | replace "\"port_value\": 8000" (printf "\"port_value\": %d" (int .Values.router.port)) | nindent 2 }}
+{{- end -}}
+
 {{/* The ExternalName Service Envoy's router cluster names (kubernetes mode). */}}
 {{- define "cg.routerAlias" -}}
 {{- printf "%s-router" (include "cg.fullname" .) | trunc 63 | trimSuffix "-" -}}
-{{- end -}}
-
-{{- define "cg.validate" -}}
-{{- if not (has .Values.mode (list "kubernetes" "istio")) -}}
-{{- fail (printf "mode must be kubernetes or istio, not %q" .Values.mode) -}}
-{{- end -}}
-{{- if not (has .Values.engine (list "sglang" "vllm" "llamacpp")) -}}
-{{- fail (printf "engine must be sglang, vllm or llamacpp, not %q" .Values.engine) -}}
-{{- end -}}
-{{- if .Values.tracing.envoy.enabled -}}
-{{- if eq .Values.mode "istio" -}}
-{{- fail "tracing.envoy applies to mode kubernetes: in Istio, istio-proxy's tracer is configured by the mesh (Telemetry API)" -}}
-{{- end -}}
-{{- if not .Values.tracing.envoy.collectorHost -}}
-{{- fail "tracing.envoy.enabled needs tracing.envoy.collectorHost (the OTLP/HTTP collector's host)" -}}
-{{- end -}}
-{{- end -}}
 {{- end -}}
 
 {{/* The sidecar's environment: the same variables as deploy/kubernetes/gateway.yaml and deploy/istio/gateway.yaml. */}}
@@ -98,7 +104,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - name: WORKERS
   value: {{ .Values.workers | toString | quote }}
 - name: DRAIN_TIMEOUT_SECONDS
-  value: {{ .Values.drainTimeoutSeconds | toString | quote }}
+  value: {{ include "cg.drainTimeout" . | quote }}
 - name: LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
 {{- if .Values.tracing.otlpEndpoint }}
@@ -111,9 +117,17 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 - name: ENVOY_ADMIN_URL
   value: {{ .Values.istio.envoyAdminUrl | quote }}
 {{- end }}
-{{- range $name, $value := .Values.extraEnv }}
+{{- /* extraEnv: name: value (any scalar), or name: {value: ...} / {valueFrom: ...} (a Secret, a ConfigMap). */}}
+{{- range $name, $v := .Values.extraEnv }}
 - name: {{ $name }}
-  value: {{ $value | toString | quote }}
+{{- if and (kindIs "map" $v) (hasKey $v "valueFrom") }}
+  valueFrom:
+    {{- toYaml $v.valueFrom | nindent 4 }}
+{{- else if kindIs "map" $v }}
+  value: {{ $v.value | toString | quote }}
+{{- else }}
+  value: {{ $v | toString | quote }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -132,4 +146,10 @@ allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true
 capabilities:
   drop: ["ALL"]
+{{- end -}}
+
+{{/* `helm test`'s pod: not the gateway's selector labels (its ReplicaSet would adopt the pod). */}}
+{{- define "cg.testSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "cg.name" . }}-test
+app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}

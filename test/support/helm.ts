@@ -1,0 +1,59 @@
+// The Helm CLI for the chart gates (test/unit/helm-gates.test.ts, test/unit/helm-chart.test.ts): built from its Go
+// module by scripts/build-helm.sh and cached (~/.cache/continuation-gateway/helm/); without a Go toolchain or the
+// module proxy the suites skip, saying so.
+import { execFile, execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { repoRoot } from '../../src/stack/envoy-config';
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+
+export const ROOT = repoRoot();
+export const CHART = path.join(ROOT, 'deploy', 'helm', 'continuation-gateway');
+
+/** scripts/build-helm.sh: the cached binary, or why there is none (exit 3: no Go, no module proxy). */
+export function provisionHelm(): { helm?: string; skip?: string } {
+  try {
+    const out = execFileSync('bash', [path.join(ROOT, 'scripts', 'build-helm.sh')], {
+      encoding: 'utf8',
+      timeout: 900_000,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    return { helm: out.trim().split('\n').pop() };
+  } catch (e: any) {
+    if (e.status === 3) return { skip: String(e.stderr ?? '').trim() || 'scripts/build-helm.sh: no Go toolchain or module proxy' };
+    throw e;
+  }
+}
+
+export interface Run {
+  code: number;
+  /** stdout and stderr */
+  out: string;
+  stdout: string;
+}
+
+/** Runs bin (never a shell); a non-zero exit is a result, not an error. */
+export function run(bin: string, args: string[], env?: NodeJS.ProcessEnv): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    execFile(bin, args, { cwd: ROOT, timeout: 120_000, maxBuffer: 32 * 1024 * 1024, env: env ?? process.env }, (err, stdout, stderr) => {
+      if (err && typeof err.code !== 'number') return reject(err);
+      resolve({ code: err ? Number(err.code) : 0, out: `${stdout}${stderr}`, stdout });
+    });
+  });
+}
+
+/** The objects of a YAML stream (empty documents dropped). */
+export function docsOfYaml(text: string): any[] {
+  return parseAllDocuments(text)
+    .map((d) => d.toJS())
+    .filter((d) => d != null);
+}
+
+/** A tool of the project's .venv (scripts/python-deps.sh). */
+export function venvTool(name: string): string {
+  const p = path.join(process.env.VENV_DIR ?? path.join(ROOT, '.venv'), 'bin', name);
+  if (!fs.existsSync(p)) throw new Error(`${name} not found in ${path.dirname(p)}: bash scripts/python-deps.sh`);
+  return p;
+}
