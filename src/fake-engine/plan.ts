@@ -58,7 +58,7 @@ function chosenTool(body: any): any | undefined {
   return body.tools.find((t: any) => wanted && t?.function?.name === wanted) ?? body.tools[0];
 }
 
-function parseSize(header: string | undefined): AnswerSize | undefined | 'bad' {
+export function parseSize(header: string | undefined): AnswerSize | undefined | 'bad' {
   if (header === undefined) return undefined;
   const m = /^\s*(\d+)\s*,\s*(\d+)\s*$/.exec(header);
   return m ? { reasoning: Number(m[1]), content: Number(m[2]) } : 'bad';

@@ -2,14 +2,15 @@
 // replica, deterministic so that end-to-end tests can compare stitched answers byte for byte.
 import http from 'node:http';
 import type { Socket } from 'node:net';
-import { withoutTrailingAssistant } from './answer';
+import { answerFor, withoutTrailingAssistant } from './answer';
 import { sendCompletion } from './completion';
 import { type Dialect, errorBody } from './dialect';
 import { Exchange, type SeenRequest } from './exchange';
 import { type Fault, type FaultScope, headersExceed, takeFault } from './faults';
-import { planRequest } from './plan';
+import { parseSize, planRequest } from './plan';
 import { PrefillLoad } from './prefill';
 import { parseBurst, StreamRun } from './stream';
+import { planTemplateAnswer, type TemplateModelOptions, templateModel, templatePromptText } from './template-model';
 import { contentText, promptTokens, tokenId, tokenize } from './tokens';
 
 export type { Dialect } from './dialect';
@@ -50,6 +51,11 @@ export interface FakeEngineOptions {
   prefillMsPerConcurrent?: number;
   /** ... plus this many ms for every chat request, whatever the load (a prefill that takes time but does not queue). */
   prefillMs?: number;
+  /**
+   * Serve this chat template (src/fake-engine/template-model.ts): requests rendered by the dialect's rule, the
+   * answer the template shows the model writing, split by a marker parser or none. Replaces `family`.
+   */
+  chatTemplate?: TemplateModelOptions;
 }
 
 export type TokenizerDialect = 'sglang' | 'vllm' | 'llamacpp';
@@ -108,6 +114,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
   let counter = 0;
   let unavailableUntil = 0;
   const prefills = new PrefillLoad(opts.prefillMsPerConcurrent ?? 0, opts.prefillMs ?? 0);
+  const tm = opts.chatTemplate ? templateModel(opts.chatTemplate) : undefined;
 
   const bad = (ex: Exchange, message: string) => ex.sendJson(400, errorBody(message, 'BadRequestError', 400));
 
@@ -148,7 +155,11 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       vllmIdsInFlight.add(xrid);
       ex.onClose(() => vllmIdsInFlight.delete(xrid));
     }
-    const planned = planRequest(body, h, dialect, family);
+    const size = parseSize(h['x-fake-answer-tokens']);
+    if (size === 'bad') return bad(ex, 'fake-engine: x-fake-answer-tokens must be "R,C"');
+    const planned = tm
+      ? planTemplateAnswer(body, dialect, tm, answerFor(withoutTrailingAssistant(body.messages ?? []), size, false), new Date())
+      : planRequest(body, h, dialect, family);
     if (!planned.ok) return bad(ex, planned.message);
 
     const burst = parseBurst(h['x-fake-burst']);
@@ -190,8 +201,17 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     if (tokenizer === 'sglang' && typeof b?.prompt !== 'string' && typeof b?.text !== 'string') {
       return ex.sendJson(400, errorBody('fake-engine (sglang /tokenize): field "prompt" required', 'BadRequestError', 400));
     }
-    const toks =
-      tokenizer === 'vllm' && Array.isArray(b?.messages) ? promptTokens(b.messages) : tokenize(String(b?.prompt ?? b?.text ?? ''));
+    const chatForm = tokenizer === 'vllm' && Array.isArray(b?.messages);
+    let toks: string[];
+    try {
+      toks = chatForm
+        ? tm
+          ? tokenize(templatePromptText(b, tm, new Date()))
+          : promptTokens(b.messages)
+        : tokenize(String(b?.prompt ?? b?.text ?? ''));
+    } catch (e) {
+      return bad(ex, `fake-engine: the template refuses this request: ${(e as Error).message}`);
+    }
     const tokens = toks.map(tokenId);
     const out: Record<string, unknown> = { tokens, count: tokens.length };
     if (tokenizer === 'vllm') out.max_model_len = MAX_MODEL_LEN;
