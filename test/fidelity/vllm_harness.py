@@ -4,14 +4,14 @@ Same protocol as harness.py, one JSON object per line each way:
   {"id": 1, "op": "vllm_prompt", ...}  ->  {"id": 1, "ok": true, "text": "..."}  or  {"id": 1, "ok": false, "error": "..."}
 
 Nothing here re-states vLLM. It builds what vLLM's GPU-less render server builds
-(vllm/entrypoints/launchers/render/entry.py L84-103, app_state.py L47-80: a ModelConfig, a VllmConfig, the renderer
+(vllm/entrypoints/launchers/render/entry.py L79-98, app_state.py L48-80: a ModelConfig, a VllmConfig, the renderer
 from `renderer_from_config`, an `OnlineRenderer`) and calls it the way `OpenAIServingChat` does:
 - vllm_prompt: `ChatCompletionRequest(**body)` (its validators), `OnlineRenderer.render_chat` (message parsing in
   renderers/chat_utils, HfRenderer -> transformers' apply_chat_template with continue_final_message, the
   chat_template_kwargs / reasoning_effort merge of `build_chat_params`); returns the prompt text and its token ids.
 - vllm_split: the parser class `ParserManager.get_parser` picks for `--reasoning-parser NAME`, built per request as
   `OpenAIServingChat._make_parser` does (chat_completion/serving.py L197-222), fed through `ChatStreamProcessor.step`
-  (stream_processor.py L53-101) with the rendered prompt's token ids, so it starts where vLLM starts
+  (stream_processor.py L52-101) with the rendered prompt's token ids, so it starts where vLLM starts
   (`is_reasoning_end(prompt)`, parser/abstract_parser.py L869-883).
 What is ours: the model directory (config.json naming the architecture; no weights), the choice of tokenizer, and
 the token ids of each given text delta (`tokenizer.encode(delta)`; vLLM gets them from the model).
@@ -126,7 +126,7 @@ def _model(job):
     key = json.dumps([name, special, added], sort_keys=True)
     if key not in _MODELS:
         path = _model_dir(name, special, added)
-        # vllm/entrypoints/launchers/render/entry.py L84-103: the render server's configuration.
+        # vllm/entrypoints/launchers/render/entry.py L79-98: the render server's configuration.
         args = AsyncEngineArgs(model=path)
         model_config = args.create_model_config()
         model_config.quantization = None
