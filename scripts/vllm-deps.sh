@@ -68,12 +68,18 @@ rm -rf "$VENV_DIR"
 say "creating $VENV_DIR"
 "$PYTHON" -m venv "$VENV_DIR" >&2 || die "\`$PYTHON -m venv\` failed (on Debian/Ubuntu: apt-get install python3-venv)"
 mkdir -p "$WHEELS"
-say "pip download --no-deps -r ${REQUIREMENTS#"$ROOT"/} into $WHEELS (about 3 GB the first time)"
-"$VPY" -m pip download --disable-pip-version-check --no-input -q --no-deps --only-binary=:all: \
-  -d "$WHEELS" -r "$REQUIREMENTS" >&2 || die "pip download failed (no access to PyPI?)"
-say "pip install --no-deps --no-index (from $WHEELS)"
-"$VPY" -m pip install --disable-pip-version-check --no-input -q --no-deps --no-index --find-links "$WHEELS" \
-  -r "$REQUIREMENTS" >&2 || die "pip install from $WHEELS failed"
+install() {
+  "$VPY" -m pip install --disable-pip-version-check --no-input -q --no-deps --no-index --find-links "$WHEELS" \
+    -r "$REQUIREMENTS" >&2
+}
+# From the cache alone when it holds every pinned wheel (no network); otherwise download what is missing first.
+if ! install 2>/dev/null; then
+  say "pip download --no-deps -r ${REQUIREMENTS#"$ROOT"/} into $WHEELS (about 3 GB the first time)"
+  "$VPY" -m pip download --disable-pip-version-check --no-input -q --no-deps --only-binary=:all: \
+    -d "$WHEELS" -r "$REQUIREMENTS" >&2 || die "pip download failed (no access to PyPI?)"
+  say "pip install --no-deps --no-index (from $WHEELS)"
+  install || die "pip install from $WHEELS failed"
+fi
 VLLM_FIDELITY_TOKENIZERS="$TOKENIZERS" "$VPY" "$ROOT/test/fidelity/vllm_harness.py" --self-check >&2 ||
   die "the vLLM harness does not run in $VENV_DIR"
 echo "$want" >"$MARKER"
