@@ -149,6 +149,8 @@ def _prepare(job):
         chat_template=job["template"],
         chat_template_content_format=job.get("content_format", "auto"),
         reasoning_parser=job.get("parser") or None,
+        tool_parser=job.get("tool_parser") or None,  # --tool-call-parser: it changes how content streams
+        enable_auto_tools=bool(job.get("enable_auto_tools")),
         default_chat_template_kwargs=job.get("default_chat_template_kwargs"),
     )
     result = _LOOP.run_until_complete(online.render_chat(request))
@@ -174,7 +176,8 @@ def vllm_split(job):
     kwargs = online.effective_chat_template_kwargs(request)
     parser = parser_cls(tokenizer, request.tools, chat_template_kwargs=kwargs, model_config=model_config)
     starts_in_reasoning = not parser.is_reasoning_end(list(prompt_ids))
-    processor = ChatStreamProcessor(request, parser, enable_auto_tools=False, parser_cls=parser_cls)
+    processor = ChatStreamProcessor(request, parser, enable_auto_tools=bool(job.get("enable_auto_tools")),
+                                    parser_cls=parser_cls)
     out = []
     chunks = job["chunks"]
     for i, chunk in enumerate(chunks):
