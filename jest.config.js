@@ -6,7 +6,7 @@ module.exports = {
   roots: ['<rootDir>/dist/test'],
   testMatch: ['**/*.test.js'],
   // The real-engine suite (llama.cpp) has its own command and config: npm run test:real-engine.
-  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/dist/test/real-engine/'],
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/dist/test/real-engine/', '<rootDir>/dist/test/vllm/'],
   globalSetup: '<rootDir>/dist/test/support/global-setup.js',
   testTimeout: 60000,
   maxWorkers: 2,

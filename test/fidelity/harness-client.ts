@@ -35,15 +35,20 @@ export class Harness {
     });
   }
 
-  static start(): Harness {
-    const py = execFileSync('bash', [path.join(ROOT, 'scripts', 'fidelity-deps.sh')], {
+  /**
+   * `fidelity`: test/fidelity/harness.py (SGLang's code, transformers' renderer); `vllm`: vllm_harness.py,
+   * vLLM 0.33.0's own renderer and parsers (scripts/vllm-deps.sh: about 3 GB of wheels the first time).
+   */
+  static start(kind: 'fidelity' | 'vllm' = 'fidelity'): Harness {
+    const [deps, script] = kind === 'vllm' ? ['vllm-deps.sh', 'vllm_harness.py'] : ['fidelity-deps.sh', 'harness.py'];
+    const py = execFileSync('bash', [path.join(ROOT, 'scripts', deps)], {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'inherit'],
     })
       .trim()
       .split('\n')
       .pop() as string;
-    const child = spawn(py, [path.join(ROOT, 'test', 'fidelity', 'harness.py')], {
+    const child = spawn(py, [path.join(ROOT, 'test', 'fidelity', script)], {
       stdio: ['pipe', 'pipe', 'ignore'],
       env: { ...process.env, TRANSFORMERS_VERBOSITY: 'error', PYTHONWARNINGS: 'ignore' },
     });

@@ -50,6 +50,16 @@ export interface CaseInput {
     readonly thinks?: boolean;
     readonly promptExtra?: Record<string, unknown>;
   };
+  /**
+   * vLLM cells through vLLM 0.33.0's own code (test/fidelity/vllm_harness.py) instead of harness.py's restatement
+   * and our parser reading: its renderer for every prompt, its `--reasoning-parser` (none: no split).
+   */
+  readonly vllmOwn?: {
+    readonly harness: Harness;
+    readonly parser: string | undefined;
+    readonly tokenizer: string;
+    readonly addedTokens: readonly string[];
+  };
 }
 
 export type Cut =
@@ -91,7 +101,17 @@ export async function runTemplateCase(h: Harness, c: CaseInput): Promise<CaseRes
     template: c.template,
     nowMs: c.nowMs,
   });
-  const p1 = await h.call(promptJob(body));
+  const own = c.engine === 'vllm' ? c.vllmOwn : undefined;
+  const ownJob = (b: Record<string, unknown>) => ({
+    body: b,
+    special: c.special,
+    template: c.template,
+    tokenizer: own?.tokenizer,
+    added_tokens: own?.addedTokens,
+    nowMs: c.nowMs,
+  });
+  const prompt = (b: Record<string, unknown>) => (own ? own.harness.call({ op: 'vllm_prompt', ...ownJob(b) }) : h.call(promptJob(b)));
+  const p1 = await prompt(body);
   if (!p1.ok) return { skipped: `the template refuses this conversation (${String(p1.error).slice(0, 80)})`, cuts: [] };
   const prompt1: string = p1.text;
   const out = await modelOutput(
@@ -107,6 +127,12 @@ export async function runTemplateCase(h: Harness, c: CaseInput): Promise<CaseRes
   const split = async (b: Record<string, unknown>, toks: string[], prompt: string): Promise<Split[]> => {
     // SGLang with separate_reasoning false streams the raw text (gpt-oss's leg 2; the gateway splits it).
     if (c.parser === 'none' || b.separate_reasoning === false) return toks.map((t) => ({ reasoning: '', content: t }));
+    if (own) {
+      if (!own.parser) return toks.map((t) => ({ reasoning: '', content: t }));
+      const r = await own.harness.call({ op: 'vllm_split', parser: own.parser, chunks: toks, finish: true, ...ownJob(b) });
+      if (!r.ok) throw new Error(`vllm_split: ${r.error}`);
+      return (r.deltas as Array<[string, string]>).map(([reasoning, content]) => ({ reasoning, content }));
+    }
     if (c.table) {
       if (c.engine === 'vllm') return c.table.vllmSplit(toks, prompt, prompt1);
       if (!sglangParser) return toks.map((t) => ({ reasoning: '', content: t }));
@@ -138,7 +164,7 @@ export async function runTemplateCase(h: Harness, c: CaseInput): Promise<CaseRes
       cuts.push({ kind: 'refused', phase, detail: `${plan.reason}:${plan.detail ?? ''}` });
       continue;
     }
-    const p2 = await h.call(promptJob(plan.body));
+    const p2 = await prompt(plan.body);
     if (!p2.ok) {
       cuts.push({ kind: 'drift', phase, why: `leg 2 does not render: ${String(p2.error).slice(0, 120)}` });
       continue;
