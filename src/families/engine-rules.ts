@@ -74,6 +74,8 @@ export function templateRule(
   return {
     phases,
     thinkingOnly,
+    // The notes of the rules whose template trims say so ("not after ... whitespace").
+    whitespaceCutsRefused: /whitespace/.test(note),
     note,
     cites,
     plan: (c) => {

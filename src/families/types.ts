@@ -77,6 +77,12 @@ export interface EngineRule {
   readonly phases: readonly Phase[];
   /** Set: the phases hold only with thinking on (true) or off (false); otherwise every cut is refused. */
   readonly thinkingOnly?: boolean;
+  /**
+   * The template trims the whitespace at the end of the final turn's parts: a cut whose delivered part ends in
+   * (or is only) such whitespace cannot render exactly and is refused by design (`whitespace-not-rendered-exactly`),
+   * as the note says.
+   */
+  readonly whitespaceCutsRefused?: boolean;
   /** A line for the README table and the startup log: the mechanism, or why not. */
   readonly note: string;
   /** The engine-side sources this rule follows (file and line, version). */

@@ -116,10 +116,14 @@ const VLLM_PARSER: Record<string, string> = {
  * families; Qwen3's for the rest, with the family's markers added as special tokens where Qwen3's vocabulary
  * lacks them (a stand-in for GLM, Kimi, MiniMax and the plain models: no tokenizer of theirs is in a registry).
  */
-function vllmTokenizer(f: ModelFamily): { tokenizer: string; addedTokens: string[] } {
+function vllmTokenizer(f: ModelFamily, template: string): { tokenizer: string; addedTokens: string[] } {
   if (f.name.startsWith('deepseek')) return { tokenizer: 'deepseek-v4', addedTokens: [] };
+  if (f.name.startsWith('qwen') || f.name === 'qwq') return { tokenizer: 'qwen3', addedTokens: [] };
+  // The stand-in gets the family's markers and the role tokens its template writes (`<|assistant|>`, `[gMASK]`):
+  // the engine parsers look back to the turn boundary by token id.
   const markers = f.reasoning ? [f.reasoning.open, f.reasoning.close].filter((m) => m !== '<think>' && m !== '</think>') : [];
-  return { tokenizer: 'qwen3', addedTokens: markers };
+  const roles = [...new Set(template.match(/<\|[^|<>\s]{1,40}\|>|\[gMASK\]|<sop>|\]~[a-z]\]|\[e~\[/g) ?? [])];
+  return { tokenizer: 'qwen3', addedTokens: [...markers, ...roles] };
 }
 
 type Engine = 'sglang' | 'vllm';
@@ -174,7 +178,8 @@ export function familySuite(engines: readonly Engine[], vllmOwn = false): void {
         vllmSplit: (tokens: string[], prompt: string, prompt1: string) =>
           vllmSplit(family, tokens, thinking, vllmPromptOpensReasoning(family, prompt.slice(prompt1.length), thinking)),
       };
-      const own = vllm && engine === 'vllm' ? { harness: vllm, parser: VLLM_PARSER[family.name], ...vllmTokenizer(family) } : undefined;
+      const own =
+        vllm && engine === 'vllm' ? { harness: vllm, parser: VLLM_PARSER[family.name], ...vllmTokenizer(family, text) } : undefined;
       const input = {
         vllmOwn: own,
         name,
@@ -195,8 +200,17 @@ export function familySuite(engines: readonly Engine[], vllmOwn = false): void {
       const claimed = (c: Cut) => claimedHere && (rule.phases as readonly string[]).includes(c.phase);
       // A rule may refuse a whole conversation its template renders differently (Mistral's system prompt).
       const wholeConversation = (c: Cut) => c.kind === 'refused' && c.detail.endsWith('conversation-rendered-differently');
+      // A rule whose template trims refuses, by design and as its note says, a cut at the whitespace it trims (vLLM
+      // hands out whitespace-only content after `</think>` as its own delta without a tool-call parser).
+      const atTrimmedWhitespace = (c: Cut) =>
+        rule.whitespaceCutsRefused === true && c.kind === 'refused' && c.detail.endsWith('whitespace-not-rendered-exactly');
       expect(r.cuts.filter((c) => c.kind === 'drift')).toEqual([]);
-      expect(r.cuts.filter((c) => claimed(c) && c.kind !== 'exact' && !wholeConversation(c))).toEqual([]);
+      // The engine's parser did not split (vLLM 0.33.0's glm45 after a history turn's closed block hands the markers
+      // out as content): the raw text arrived in the content, which only a served template can show renders exactly.
+      const parserDidNotSplit = (c: Cut) => c.kind === 'refused' && /raw-text-(needs-template|ambiguous)$/.test(c.detail);
+      expect(
+        r.cuts.filter((c) => claimed(c) && c.kind !== 'exact' && !wholeConversation(c) && !atTrimmedWhitespace(c) && !parserDidNotSplit(c)),
+      ).toEqual([]);
       expect(r.cuts.filter((c) => !claimed(c) && c.kind !== 'refused')).toEqual([]);
       // No reasoning parser: the markers arrive in the content, sent back as they arrived, or refused; never a drift.
       const raw = await runTemplateCase(harness, { ...input, parser: 'none' });
