@@ -1,10 +1,12 @@
 // CLI for the demo: `node dist/src/fake-engine/main.js --port 9001 --name replica-a --dialect sglang
 // --family generic|<a CONTINUATION_MODEL name> --token-ms 40 [--tokenizer sglang|vllm|llamacpp]
+// [--chat-template FILE|DIR [--reasoning-parser markers|none]] (serve that template: src/fake-engine/template-model.ts)
 // [--fault-scope header|request] [--prefill-ms MS] [--prefill-ms-per-concurrent MS]`. Prints one line when listening (the demo waits for it). SIGUSR1 makes it
 // fall over and come back (FakeEngine.failFor): its streams are reset and it answers 503 for
 // --unavailable-ms (default 3000).
 
 import { selectFamily } from '../families/select';
+import { readTemplateFiles } from '../templates/source';
 import type { Dialect } from './dialect';
 import { type FakeEngineOptions, startFakeEngine } from './server';
 
@@ -59,11 +61,27 @@ function parseArgs(argv: string[]): FakeEngineOptions & { unavailableMs: number 
         if (!selectFamily(value).known) throw new Error(`bad --family ${value}: no model family of that name`);
         opts.family = value;
         break;
+      case '--chat-template':
+        // A .jinja file, a tokenizer_config.json or a model directory, read as CHAT_TEMPLATE reads it.
+        opts.chatTemplate = { ...templateOptions(value), parser: opts.chatTemplate?.parser ?? 'markers' };
+        break;
+      case '--reasoning-parser':
+        if (value !== 'markers' && value !== 'none') throw new Error(`bad --reasoning-parser ${value} (markers or none)`);
+        opts.chatTemplate = { text: opts.chatTemplate?.text ?? '', special: opts.chatTemplate?.special, parser: value };
+        break;
       default:
         throw new Error(`unknown flag ${flag}`);
     }
   }
+  if (opts.chatTemplate && !opts.chatTemplate.text) throw new Error('--reasoning-parser needs --chat-template');
   return opts;
+}
+
+function templateOptions(location: string): { text: string; special: Record<string, string> } {
+  const files = readTemplateFiles(location);
+  const text = files.templates.default;
+  if (text === undefined) throw new Error(`--chat-template ${location}: no default template`);
+  return { text, special: { ...files.special } };
 }
 
 async function main(): Promise<void> {

@@ -31,6 +31,7 @@ export class Metrics {
   private readonly requestDuration: Histogram<'outcome'>;
   private readonly recoveryLatency: Histogram;
   private recoveryLatencySum = 0;
+  private readonly continuationPrepare: Histogram<'source'>;
 
   constructor(live?: () => LiveState, draining?: () => boolean) {
     const registers = [this.registry];
@@ -106,6 +107,13 @@ export class Metrics {
       name: 'continuation_gateway_recovery_latency_seconds',
       help: 'Failure detected to the first byte of the continuation leg.',
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.continuationPrepare = new Histogram({
+      name: 'continuation_gateway_continuation_prepare_seconds',
+      help: "A continuation leg's design before it is sent: the family table's rules, or the served template's renders and verification (the engine's check, a network call, excluded); by source.",
+      labelNames: ['source'],
+      buckets: [0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25],
       registers,
     });
     new Gauge({
@@ -192,6 +200,11 @@ export class Metrics {
   requestOutcome(outcome: string, seconds: number): void {
     this.outcomes.inc({ outcome });
     this.requestDuration.observe({ outcome }, seconds);
+  }
+
+  /** The design of one continuation leg (src/stream/leg2-prepare.ts): table, template or generic. */
+  observeContinuationPrepare(source: 'table' | 'template' | 'generic', seconds: number): void {
+    this.continuationPrepare.observe({ source }, seconds);
   }
 
   observeRecoveryLatency(seconds: number): void {

@@ -57,7 +57,9 @@ export async function prepareContinuation(r: ContinuationPort): Promise<Prepared
     clock,
   };
   // The date first: an engine asked now renders both prompts with today's date and could not tell.
+  const started = performance.now();
   const designed = withDateRule(designLeg2(r.req.payload, r.tracker, target), clock);
+  r.ctx.metrics.observeContinuationPrepare(designed.design.source ?? 'generic', (performance.now() - started) / 1000);
   // The raw text leg 2's prompt continues from, counted too: leg 2's prompt_tokens minus it is the original
   // prompt. A cut that cannot be continued has no prefix; planContinuationRequest says why.
   const prefix = 'unsupported' in designed ? '' : designed.design.raw;

@@ -154,7 +154,8 @@ async function oneStream(pool: Pool, spec: LoadSpec, n: number, body: string, on
         }
         rec.events.push(Math.round(at * 100) / 100);
         if (ERROR.test(data)) {
-          rec.error ??= `error event: ${data.slice(0, 160)}`;
+          // The interruption's stable reason when there is one (the event's message is the same for every reason).
+          rec.error ??= `error event: ${/"reason":"([^"]+)"/.exec(data)?.[1] ?? data.slice(0, 160)}`;
           continue;
         }
         if (spec.collectText) collect(rec, data);

@@ -17,6 +17,9 @@
 //   --crash-engines 4          BENCH_CRASH_ENGINES  engine processes in that run (one of them is SIGKILLed)
 //   --crash-answer R,C         BENCH_CRASH_ANSWER   answer size in that run (default: --answer)
 //   --crash-only               BENCH_CRASH_ONLY=1   only the crash-under-load run (no levels, recovery, idle runs)
+//   --crash-template FILE      BENCH_CRASH_TEMPLATE in that run the engines serve this chat template and the sidecar
+//                                                  has it as CHAT_TEMPLATE (the template path: every leg 2 rendered
+//                                                  and verified here); its cost per continuation is reported
 //   --idle-streams 1000        BENCH_IDLE_STREAMS   open streams held idle for the memory measurement (0 = skip)
 //   --ramp-ms 1000             BENCH_RAMP_MS        stream starts spread over this long
 //   --pause-ms 1000            BENCH_PAUSE_MS       pause between two runs
@@ -34,8 +37,10 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { answerFor } from '../../src/fake-engine/answer';
+import { planTemplateAnswer, templateModel } from '../../src/fake-engine/template-model';
 import { type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from '../../src/stack/envoy-process';
 import { freePorts } from '../../src/stack/ports';
+import { readTemplateFiles } from '../../src/templates/source';
 import { analyseProfile, formatProfile, type ProfileSummary } from './cpuprofile';
 import { type LoadResult, type LoadSpec, type RunMessage, requestMessages, type StreamRecord, streamError } from './generator';
 import { type OtlpSink, startOtlpSink } from './otlp-sink';
@@ -85,6 +90,8 @@ export interface BenchOptions {
   crash: number;
   crashEngines: number;
   crashAnswer: string;
+  /** The crash run's engines serve this template, the sidecar reads it as CHAT_TEMPLATE (the template path). */
+  crashTemplate?: string;
   idleStreams: number;
   rampMs: number;
   /** Pause between two runs (ms) and the idle-CPU window before the first level (s; 0 = skip). */
@@ -234,6 +241,8 @@ export interface CrashSummary {
     waitingMax: number;
     /** continuation_gateway_recovery_latency_seconds: failure detected -> first byte of leg 2 (count, mean, p99 bucket bound). */
     recoveryLatency: { n: number; meanMs: number; p99BucketMs: number };
+    /** continuation_gateway_continuation_prepare_seconds: a leg 2's design (and, with a template, its renders and verification). */
+    prepare: { n: number; meanMs: number; p99BucketMs: number; source: string };
   };
   node: string;
 }
@@ -296,6 +305,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     crash: Number(get('crash', 'BENCH_CRASH', '500')),
     crashEngines: Number(get('crash-engines', 'BENCH_CRASH_ENGINES', '4')),
     crashAnswer: get('crash-answer', 'BENCH_CRASH_ANSWER', answerTokens),
+    crashTemplate: flags.get('crash-template') ?? env.BENCH_CRASH_TEMPLATE,
     idleStreams: Number(get('idle-streams', 'BENCH_IDLE_STREAMS', '1000')),
     rampMs: Number(get('ramp-ms', 'BENCH_RAMP_MS', '1000')),
     pauseMs: Number(get('pause-ms', 'BENCH_PAUSE_MS', '1000')),
@@ -315,6 +325,42 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
   if (o.crash > 0 && !(o.crashEngines >= 2)) throw new Error('--crash-engines must be at least 2 (one is killed, the others take over)');
   if (crashOnly) Object.assign(o, { levels: [], recovery: 0, idleStreams: 0, idleS: 0, crash: o.crash > 0 ? o.crash : 500 });
   return o;
+}
+
+/**
+ * The text a crash-run stream must end with: the fake engine's answer (answerFor), or, with --crash-template, the
+ * answer the template's model writes as its engines split it (the same code: src/fake-engine/template-model.ts).
+ */
+function crashExpectedText(o: BenchOptions, r: number, c: number): (n: number) => string {
+  const messages = (n: number) => requestMessages({ distinctPrompt: 'Crash under load: stream' }, n);
+  if (!o.crashTemplate) {
+    return (n) => {
+      const a = answerFor(messages(n), { reasoning: r, content: c });
+      return a.reasoningTokens.join('') + a.contentTokens.join('');
+    };
+  }
+  const files = readTemplateFiles(o.crashTemplate);
+  const tm = templateModel({ text: files.templates.default ?? '', special: files.special, parser: 'markers' });
+  return (n) => {
+    const body = { model: 'm', stream: true, messages: messages(n) };
+    const planned = planTemplateAnswer(body, 'sglang', tm, answerFor(messages(n), { reasoning: r, content: c }), new Date());
+    if (!planned.ok) throw new Error(`--crash-template: ${planned.message}`);
+    return planned.plan.deltas
+      .map((d) => (d.kind === 'reasoning' || d.kind === 'content' ? d.text : d.kind === 'split' ? d.reasoning + d.content : ''))
+      .join('');
+  };
+}
+
+/** continuation_gateway_continuation_prepare_seconds for one source: count, mean, p99 bucket bound (ms). */
+function prepareOf(samples: Sample[], source: string): CrashSummary['sidecar']['prepare'] {
+  const n = metricSum(samples, 'continuation_gateway_continuation_prepare_seconds_count', { source });
+  const sum = metricSum(samples, 'continuation_gateway_continuation_prepare_seconds_sum', { source });
+  return {
+    n,
+    meanMs: n ? round((1000 * sum) / n, 3) : NaN,
+    p99BucketMs: histogramQuantileBound(samples, 'continuation_gateway_continuation_prepare_seconds', 0.99, { source }) * 1000,
+    source,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -531,7 +577,9 @@ function gapsOf(streams: StreamRecord[]): number[] {
 
 function errorsOf(streams: StreamRecord[]): { count: number; samples: string[] } {
   const errs = streams.map((s) => streamError(s)).filter((e): e is string => e !== undefined);
-  const distinct = [...new Set(errs)].slice(0, 5);
+  const counts = new Map<string, number>();
+  for (const e of errs) counts.set(e, (counts.get(e) ?? 0) + 1);
+  const distinct = [...counts].slice(0, 5).map(([e, n]) => `${e} (${n})`);
   return { count: errs.length, samples: distinct };
 }
 
@@ -1398,6 +1446,15 @@ export async function runCrash(
 ): Promise<CrashSummary> {
   const tokenMs = 1000 / o.tokensPerSecond;
   const [r, c] = o.crashAnswer.split(',').map(Number);
+  if (o.crashTemplate) {
+    // The template path: the engines serve the template, the sidecar renders and verifies every leg 2 with it.
+    variant = {
+      ...variant,
+      engineArgs: [...(variant.engineArgs ?? []), '--chat-template', o.crashTemplate],
+      env: { ...variant.env, CHAT_TEMPLATE: o.crashTemplate, CONTINUATION_MODEL: 'bench/template-path-model' },
+    };
+  }
+  const expectedText = crashExpectedText(o, r, c);
   const engines = await startEngines(o.crashEngines, tokenMs, 'crash-engine', variant.engineArgs);
   const ports = (engines as Array<ManagedChild & { port?: number }>).map((e) => e.port as number);
   const [adminPort] = await freePorts(1);
@@ -1505,9 +1562,8 @@ export async function runCrash(
     const crashToLeg2: number[] = [];
     const othersMaxGap: number[] = [];
     for (const s of res.streams) {
-      const a = answerFor(requestMessages({ distinctPrompt: 'Crash under load: stream' }, s.n), { reasoning: r, content: c });
       const clean = !streamError(s);
-      const ok = clean && s.finishes === 1 && s.text === a.reasoningTokens.join('') + a.contentTokens.join('');
+      const ok = clean && s.finishes === 1 && s.text === expectedText(s.n);
       if (ok) complete++;
       else if (clean) wrongText++;
       const killAt = killedAt - s.startEpochMs; // the kill on this stream's clock
@@ -1597,10 +1653,14 @@ export async function runCrash(
           meanMs: latencyN ? round((1000 * metricSum(samples, 'continuation_gateway_recovery_latency_seconds_sum')) / latencyN, 1) : NaN,
           p99BucketMs: histogramQuantileBound(samples, 'continuation_gateway_recovery_latency_seconds', 0.99) * 1000,
         },
+        prepare: prepareOf(samples, o.crashTemplate ? 'template' : 'generic'),
       },
       node: process.version,
     };
     const sc = summary.sidecar;
+    log(
+      `bench: crash under load: leg 2 design (${sc.prepare.source}): ${sc.prepare.n} continuations, mean ${sc.prepare.meanMs} ms, p99 <= ${sc.prepare.p99BucketMs} ms`,
+    );
     log(
       `bench: crash under load: ${summary.complete}/${summary.streams} complete (${summary.completePercent} %), ${summary.errors} errors${errs.samples.length ? ` (${errs.samples.join('; ')})` : ''}, ${wrongText} wrong text; ` +
         `${affected} streams on ${victim.name} (${affectedComplete} complete), crash -> first leg-2 delta p50 ${f1(summary.crashToLeg2.p50)} p99 ${f1(summary.crashToLeg2.p99)} ms; ` +
