@@ -71,21 +71,19 @@ interface RawText {
 /**
  * The delivered parts as the template spells the model's turn: a parser that hands out every character delivers
  * the whitespace the model wrote at the markers with the parts, where the template's spelling puts it. Parts
- * that do not show it (a parser that dropped it, a model that wrote otherwise, a cut inside it), or text the
+ * that do not show it (a parser that dropped it, a model that wrote otherwise), or text the
  * model writes before the opening marker (which a parser may hand out on either side), cannot be placed.
  */
 function spellingDiffers(d: Delivered, m: Markers, state: PromptState): string | undefined {
   const sp = m.spelling;
   if (!sp || !d.reasoning) return undefined;
+  // A part that is still the start of the spelling (a cut inside the whitespace) agrees with it too.
+  const agrees = (part: string, spelled: string) => part.startsWith(spelled) || spelled.startsWith(part);
   if (state === 'free') {
     if (sp.lead) return 'text-before-marker';
-    if (!d.reasoning.startsWith(sp.afterOpen) || d.reasoning.length <= sp.afterOpen.length) return 'whitespace-at-marker';
+    if (!agrees(d.reasoning, sp.afterOpen)) return 'whitespace-at-marker';
   }
-  if (
-    d.content &&
-    (!d.reasoning.endsWith(sp.beforeClose) || !d.content.startsWith(sp.afterClose) || d.content.length <= sp.afterClose.length)
-  )
-    return 'whitespace-at-marker';
+  if (d.content && (!d.reasoning.endsWith(sp.beforeClose) || !agrees(d.content, sp.afterClose))) return 'whitespace-at-marker';
   return undefined;
 }
 

@@ -1470,6 +1470,11 @@ export async function runCrash(
       const rec = JSON.parse(line);
       const key = rec.decision === 'SUCCEEDED' || rec.decision === 'ATTEMPT' ? `${rec.decision}/${rec.leg}` : rec.decision;
       decisions.set(key, (decisions.get(key) ?? 0) + 1);
+      // Why a continuation was not sent (reason and detail: stable codes, never text).
+      if (rec.decision === 'SKIPPED') {
+        const why = `SKIPPED ${rec.reason}:${rec.detail ?? ''}`;
+        decisions.set(why, (decisions.get(why) ?? 0) + 1);
+      }
       const at = Date.parse(rec.time);
       if (rec.decision === 'TRIGGERED') triggeredAt.push(at);
       if (rec.decision === 'RECOVERY_ADMITTED' && typeof rec.waited_ms === 'number') {
@@ -1658,8 +1663,9 @@ export async function runCrash(
       node: process.version,
     };
     const sc = summary.sidecar;
+    const skipped = [...decisions].filter(([k]) => k.startsWith('SKIPPED ')).map(([k, n]) => `${k.slice(8)} ${n}`);
     log(
-      `bench: crash under load: leg 2 design (${sc.prepare.source}): ${sc.prepare.n} continuations, mean ${sc.prepare.meanMs} ms, p99 <= ${sc.prepare.p99BucketMs} ms`,
+      `bench: crash under load: leg 2 design (${sc.prepare.source}): ${sc.prepare.n} continuations, mean ${sc.prepare.meanMs} ms, p99 <= ${sc.prepare.p99BucketMs} ms; not sent: ${skipped.join(', ') || 'none'}`,
     );
     log(
       `bench: crash under load: ${summary.complete}/${summary.streams} complete (${summary.completePercent} %), ${summary.errors} errors${errs.samples.length ? ` (${errs.samples.join('; ')})` : ''}, ${wrongText} wrong text; ` +
