@@ -4,7 +4,11 @@ import type { Logger } from '../obs/logger';
 import { knownFamilies, selectFamily } from './select';
 import type { Engine } from './types';
 
-export function logFamily(log: Logger, cfg: { continuationModel: string | undefined; engine: Engine }): void {
+export function logFamily(
+  log: Logger,
+  cfg: { continuationModel: string | undefined; engine: Engine; chatTemplate?: string; tokenizeUrl?: string },
+): void {
+  if (cfg.continuationModel !== undefined && cfg.continuationModel.trim() !== '') logVerification(log, cfg);
   if (cfg.continuationModel === undefined || cfg.continuationModel.trim() === '') {
     log.warn(
       { decision: 'FAMILY_UNSET', known_families: knownFamilies() },
@@ -22,6 +26,13 @@ export function logFamily(log: Logger, cfg: { continuationModel: string | undefi
   const { family, known } = selectFamily(cfg.continuationModel);
   const rule = family.engines[cfg.engine];
   const fields = { family: family.name, engine: cfg.engine, continues: rule.phases, how: rule.note };
+  if (cfg.chatTemplate !== undefined && (!known || family.name === 'generic')) {
+    log.info(
+      { decision: 'FAMILY_TEMPLATE_PATH', engine: cfg.engine },
+      'no family entry names this model: continuations are designed from CHAT_TEMPLATE and verified against it',
+    );
+    return;
+  }
   if (!known) {
     log.warn(
       { decision: 'FAMILY_UNKNOWN', ...fields, known_families: knownFamilies() },
@@ -37,4 +48,16 @@ export function logFamily(log: Logger, cfg: { continuationModel: string | undefi
     return;
   }
   log.info({ decision: 'FAMILY', ...fields }, 'continuation format');
+}
+
+/** How continuations will be checked: with the served template, the engine's own rendering, or not at all. */
+function logVerification(log: Logger, cfg: { engine: Engine; chatTemplate?: string; tokenizeUrl?: string }): void {
+  const engineAsked = cfg.engine !== 'sglang' && (cfg.tokenizeUrl !== undefined || cfg.chatTemplate !== undefined);
+  if (cfg.chatTemplate === undefined && !engineAsked)
+    log.warn(
+      { decision: 'CONTINUATION_UNCHECKED', engine: cfg.engine },
+      cfg.engine === 'sglang'
+        ? 'continuations follow the family table without a check: set CHAT_TEMPLATE to verify each one against the served template'
+        : 'continuations follow the family table without a check: set CHAT_TEMPLATE (or TOKENIZE_URL) to verify each one',
+    );
 }
