@@ -3,9 +3,28 @@
 // a stream uses the same builder: src/recovery/interruption.ts). OpenAI's error shape, the request id, and
 // whether retrying the same request makes sense.
 
-/** Base of the gateway's own errors: `code` is `GW_ERR_<WHAT>`, `name` the class name. */
+/**
+ * Every code a gateway error carries, one per class (per kind for LegOpenError): published once, never reused.
+ * test/unit/error-codes.test.ts holds them unique and every class in src/ to one of them.
+ */
+export const ERROR_CODES = {
+  configInvalid: 'GW_ERR_CONFIG_INVALID',
+  illegalTransition: 'GW_ERR_ILLEGAL_TRANSITION',
+  legAborted: 'GW_ERR_LEG_ABORTED',
+  legOpenConnect: 'GW_ERR_LEG_OPEN_CONNECT',
+  legOpenHeadersTimeout: 'GW_ERR_LEG_OPEN_HEADERS_TIMEOUT',
+  legOpenAborted: 'GW_ERR_LEG_OPEN_ABORTED',
+  legOpenReset: 'GW_ERR_LEG_OPEN_RESET',
+  templateSource: 'GW_ERR_TEMPLATE_SOURCE',
+  templateRender: 'GW_ERR_TEMPLATE_RENDER',
+  chatTemplateConfig: 'GW_ERR_CHAT_TEMPLATE_CONFIG',
+} as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];
+
+/** Base of the gateway's own errors: `code` is one of ERROR_CODES, `name` the class name. */
 export abstract class GatewayError extends Error {
-  abstract readonly code: `GW_ERR_${string}`;
+  abstract readonly code: ErrorCode;
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = new.target.name;

@@ -2,7 +2,7 @@
 // value stops the process with one line per bad variable, naming it. Names follow the reference gateway
 // (modelsphere/continuation_gateway) so a deployment can switch without renaming anything.
 import { z } from 'zod';
-import { GatewayError } from '../errors';
+import { ERROR_CODES, GatewayError } from '../errors';
 import type { TracingConfig } from '../obs/tracing';
 import { ChatTemplateConfigError, TEMPLATE_AUTO, templateFromFiles } from '../templates/provider';
 import { resolveWorkers, type WorkersSource } from './cpu-limit';
@@ -190,7 +190,7 @@ export interface GatewayConfig {
 }
 
 export class ConfigError extends GatewayError {
-  readonly code = 'GW_ERR_CONFIG_INVALID';
+  readonly code = ERROR_CODES.configInvalid;
   constructor(readonly problems: string[]) {
     super(problems.join('\n'));
   }

@@ -1,14 +1,15 @@
 // How a request ends, as a value. Pure: the functions here decide from the request's situation which Ending
 // it gets (a failure before the first delta that is not re-run, a cancellation), and what an Ending means for
 // the request's last state and its `outcome`. OriginatedResponse.finish() records it (the only writer of the
-// outcome, the metrics and the request_end record); give-up.ts delivers the endings the gateway writes itself.
+// outcome), report() turns it into the metrics and the request_end record; give-up.ts delivers the endings the
+// gateway writes itself.
 import type { ClientErrorCode } from '../errors';
 import type { REQUEST_OUTCOMES } from '../obs/metric-labels';
 import type { FailureKind, InterruptReason, PassReason, PreCommitReason } from '../recovery/reasons';
 import type { CancelCause } from './cancellation';
 import type { RequestState } from './request-state';
 
-/** request_end's `outcome` and gateway_request_outcomes_total's label: derived from the Ending (outcomeOf). */
+/** request_end's `outcome` and continuation_gateway_request_outcomes_total's label: derived from the Ending (outcomeOf). */
 export type Outcome = (typeof REQUEST_OUTCOMES)[number];
 
 export type Ending =

@@ -9,8 +9,10 @@
 // Every leg is fenced when superseded: cancelLeg() aborts it (the replica frees the slot) and no byte it
 // still sends reaches the client. A client that leaves and the drain deadline are one cancellation
 // (cancellation.ts): every wait of the request subscribes to it, and endCancelled() ends the request for it.
+
 import type { ProcessorStream } from '../extproc/processor-stream';
 import { withDecisionEvents } from '../obs/decision-events';
+import type { Decision } from '../obs/decisions';
 import type { Logger } from '../obs/logger';
 import { NO_TRACING, type RequestTrace } from '../obs/tracing';
 import { idempotencyKeyOf } from '../openai/tool-call-ids';
@@ -466,7 +468,7 @@ export class OriginatedResponse implements Leg1Port, ContinuationPort {
     await continueFromPrefix(this, out.heldToolCall);
   }
 
-  logTransition(decision: string, extra: Record<string, unknown> = {}): void {
+  logTransition(decision: Decision, extra: Record<string, unknown> = {}): void {
     this.log.info(transitionRecord(this.phase(), decision, extra), decision); // also a span event
   }
 }

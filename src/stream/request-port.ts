@@ -1,7 +1,9 @@
-// What the request's helpers (give-up.ts, continuation.ts, leg1-attempt.ts, request-record.ts) may see and do
-// of the request they serve: narrow interfaces that OriginatedResponse implements, so that the helpers never
-// import the class that imports them (no cycle in src/stream, not even a type-only one).
+// What the request's helpers (give-up.ts, continuation.ts, leg1-attempt.ts) may see and do of the request they
+// serve: narrow interfaces that OriginatedResponse implements, so that the helpers never import the class that
+// imports them (no cycle in src/stream, not even a type-only one).
+import type { Decision } from '../obs/decisions';
 import type { Logger } from '../obs/logger';
+
 import type { RequestTrace } from '../obs/tracing';
 import type { FailureKind } from '../recovery/planner';
 import type { RecoveryRefusal } from '../recovery/reasons';
@@ -79,5 +81,5 @@ export interface ContinuationPort extends LegSender {
   /** When the failure the recovery in flight answers was seen (ms since the epoch). */
   readonly failedAt: number;
   admit(promptTokens: number, deliveredTokens: number, due?: number): Promise<Refusal>;
-  logTransition(decision: string, extra?: Record<string, unknown>): void;
+  logTransition(decision: Decision, extra?: Record<string, unknown>): void;
 }

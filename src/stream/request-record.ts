@@ -1,6 +1,7 @@
 // The request's log records: one per decision (transitionRecord) and one at its end (requestEndRecord, the
 // phase record of docs/background.md, rule 8). Pure functions of snapshots the request takes of itself:
 // lengths and counts only, prompt and answer text never reach a log.
+import type { Decision } from '../obs/decisions';
 import type { RecoveredTokens } from '../recovery/token-estimate';
 import type { StreamTracker } from '../sse/tracker';
 import type { CancelCause } from './cancellation';
@@ -46,7 +47,7 @@ function phaseRecord(p: PhaseSnapshot): Record<string, unknown> {
   };
 }
 
-export function transitionRecord(p: PhaseSnapshot, decision: string, extra: Record<string, unknown>): Record<string, unknown> {
+export function transitionRecord(p: PhaseSnapshot, decision: Decision, extra: Record<string, unknown>): Record<string, unknown> {
   return { decision, ...phaseRecord(p), ...extra };
 }
 

@@ -12,7 +12,7 @@
 // answer without a stream (an error, or the engine's own non-streaming answer) / because the client left.
 // A shutdown (the drain deadline) is not a state: it is the request's cancellation cause (cancellation.ts),
 // and the request then ends from the state it is in.
-import { GatewayError } from '../errors';
+import { ERROR_CODES, GatewayError } from '../errors';
 
 export type RequestState = 'prefill' | 'decode' | 'continuing' | 'done' | 'interrupted' | 'answered' | 'gone';
 
@@ -35,7 +35,7 @@ export function canMove(from: RequestState, to: RequestState): boolean {
 }
 
 export class IllegalTransitionError extends GatewayError {
-  readonly code = 'GW_ERR_ILLEGAL_TRANSITION';
+  readonly code = ERROR_CODES.illegalTransition;
   constructor(
     readonly from: RequestState,
     readonly to: RequestState,

@@ -3,7 +3,9 @@
 // engines only llama-server answers its template (GET /props: chat_template, bos_token, eos_token); SGLang
 // answers none, and vLLM renders through its own at /tokenize, which src/templates/engine-check.ts asks on
 // every continuation instead. Until `auto` has an answer, continuations go as without a template.
+
 import { request } from 'undici';
+import { ERROR_CODES, GatewayError } from '../errors';
 import type { Logger } from '../obs/logger';
 import { TemplateRenderError } from './renderer';
 import { type ServedTemplate, serveTemplates } from './served';
@@ -12,8 +14,8 @@ import { readTemplateFiles, TemplateSourceError } from './source';
 export const TEMPLATE_AUTO = 'auto';
 
 /** A CHAT_TEMPLATE that cannot be used: the message names the variable and what is wrong, never a template's text. */
-export class ChatTemplateConfigError extends Error {
-  readonly code = 'GW_ERR_CHAT_TEMPLATE';
+export class ChatTemplateConfigError extends GatewayError {
+  readonly code = ERROR_CODES.chatTemplateConfig;
 }
 
 export interface TemplateProvider {

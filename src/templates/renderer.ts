@@ -9,7 +9,9 @@
 //   - continue_final_message: a tag appended to the final message's content, the rendering cut at the tag, or
 //     before the whitespace the template trimmed after the content (L545-611).
 // The clock is an input: a render "as of" an instant is the same text whenever it is made.
+
 import { Environment, Interpreter, parse, tokenize } from '@huggingface/jinja';
+import { ERROR_CODES, GatewayError } from '../errors';
 import { pyStrip, usePythonStripping } from './python-strings';
 import { strftime } from './strftime';
 
@@ -28,8 +30,8 @@ export interface RenderInputs {
 }
 
 /** A template that raised (`raise_exception`) or could not be evaluated for these inputs. */
-export class TemplateRenderError extends Error {
-  readonly code = 'GW_ERR_TEMPLATE_RENDER';
+export class TemplateRenderError extends GatewayError {
+  readonly code = ERROR_CODES.templateRender;
 }
 
 const CONTINUE_TAG = 'CONTINUE_FINAL_MESSAGE_TAG ';

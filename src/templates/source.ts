@@ -7,8 +7,10 @@
 // tokens the template reads (bos_token, eos_token, ...) come from tokenizer_config.json and
 // special_tokens_map.json beside it. Named templates: `tool_use` for a request with tools, else `default`
 // (transformers get_chat_template).
+
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { ERROR_CODES, GatewayError } from '../errors';
 
 export interface TemplateFiles {
   /** name -> template text; `default` is the one without tools. */
@@ -18,8 +20,8 @@ export interface TemplateFiles {
   readonly origin: string;
 }
 
-export class TemplateSourceError extends Error {
-  readonly code = 'GW_ERR_CHAT_TEMPLATE';
+export class TemplateSourceError extends GatewayError {
+  readonly code = ERROR_CODES.templateSource;
 }
 
 type Reader = (file: string) => string | undefined;

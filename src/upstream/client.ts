@@ -6,7 +6,7 @@
 // own 503 with flag UC, `upstream_reset_before_response_started{connection_termination}`) is sent once more
 // at once. No byte of an answer exists yet, so nothing reached the client; see UpstreamClient.open.
 import { Agent, buildConnector, errors, Pool } from 'undici';
-import { GatewayError } from '../errors';
+import { ERROR_CODES, GatewayError } from '../errors';
 import type { LegOpenFailure } from '../recovery/reasons';
 import { UPSTREAM_FLAGS_HEADER } from '../request/forward-headers';
 import { LegAbortedError, type LegBody, LegDispatchHandler, type LegHeaders } from './leg-body';
@@ -20,15 +20,23 @@ export interface LegResponse {
 /** Defined with the client-visible codes it appears in (leg2-failed-to-start:<kind>). */
 export type LegOpenErrorKind = LegOpenFailure;
 
-/** Stable-coded error for a leg that produced no response headers: GW_ERR_LEG_CONNECT, ..._HEADERS_TIMEOUT, ... */
+/** One code per kind, written out (a computed one collided with LegAbortedError's GW_ERR_LEG_ABORTED). */
+const LEG_OPEN_CODES = {
+  connect: ERROR_CODES.legOpenConnect,
+  'headers-timeout': ERROR_CODES.legOpenHeadersTimeout,
+  aborted: ERROR_CODES.legOpenAborted,
+  reset: ERROR_CODES.legOpenReset,
+} as const satisfies Record<LegOpenErrorKind, string>;
+
+/** Stable-coded error for a leg that produced no response headers: GW_ERR_LEG_OPEN_CONNECT, ..._HEADERS_TIMEOUT, ... */
 export class LegOpenError extends GatewayError {
-  readonly code: `GW_ERR_LEG_${string}`;
+  readonly code: (typeof LEG_OPEN_CODES)[LegOpenErrorKind];
   constructor(
     readonly kind: LegOpenErrorKind,
     cause?: unknown,
   ) {
     super(`upstream leg failed before response headers: ${kind}`, { cause });
-    this.code = `GW_ERR_LEG_${kind.toUpperCase().replace('-', '_')}`;
+    this.code = LEG_OPEN_CODES[kind];
   }
 }
 

@@ -9,7 +9,7 @@
 
 import type { Dispatcher } from 'undici';
 import { util as undiciUtil } from 'undici';
-import { GatewayError } from '../errors';
+import { ERROR_CODES, GatewayError } from '../errors';
 
 /** Where body chunks go once someone reads the leg. `data` returns false to pause the upstream socket. */
 export interface LegBodySink {
@@ -131,7 +131,7 @@ export class LegBody {
 }
 
 export class LegAbortedError extends GatewayError {
-  readonly code = 'GW_ERR_LEG_ABORTED';
+  readonly code = ERROR_CODES.legAborted;
   constructor() {
     super('leg aborted by the gateway');
   }

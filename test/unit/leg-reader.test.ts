@@ -186,7 +186,7 @@ describe('LegReader', () => {
     setTimeout(() => ac.abort(), 30);
     const err = await pending.catch((e: unknown) => e);
     expect(err).toBeInstanceOf(LegOpenError);
-    expect((err as LegOpenError).code).toBe('GW_ERR_LEG_ABORTED');
+    expect((err as LegOpenError).code).toBe('GW_ERR_LEG_OPEN_ABORTED');
     expect((err as LegOpenError).name).toBe('LegOpenError');
   });
 });
