@@ -36,7 +36,7 @@ export function familyTableMarkdown(): string {
   );
   const any = [
     '| any other model, `CHAT_TEMPLATE` set | any name | the served template, rendered here | **reasoning + content** where the template path is exact [template-fidelity] | **where a final-message shape renders exactly** [template-fidelity] | **the shape the engine renders exactly** [real-engine] | template, engine |',
-    '| any other model, no template | any name | nothing: the reference\u2019s `<think>` guess, warned at start | the guess | the guess | the guess | engine (vLLM, llama.cpp: when `TOKENIZE_URL` is set) |',
+    '| any other model, no template | any name | nothing: the reference\u2019s `<think>` guess, warned at start | the guess | the guess | the guess | none |',
   ];
   return [...head, ...rows, ...any].join('\n');
 }

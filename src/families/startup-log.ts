@@ -51,13 +51,10 @@ export function logFamily(
 }
 
 /** How continuations will be checked: with the served template, the engine's own rendering, or not at all. */
-function logVerification(log: Logger, cfg: { engine: Engine; chatTemplate?: string; tokenizeUrl?: string }): void {
-  const engineAsked = cfg.engine !== 'sglang' && (cfg.tokenizeUrl !== undefined || cfg.chatTemplate !== undefined);
-  if (cfg.chatTemplate === undefined && !engineAsked)
+function logVerification(log: Logger, cfg: { engine: Engine; chatTemplate?: string }): void {
+  if (cfg.chatTemplate === undefined)
     log.warn(
       { decision: 'CONTINUATION_UNCHECKED', engine: cfg.engine },
-      cfg.engine === 'sglang'
-        ? 'continuations follow the family table without a check: set CHAT_TEMPLATE to verify each one against the served template'
-        : 'continuations follow the family table without a check: set CHAT_TEMPLATE (or TOKENIZE_URL) to verify each one',
+      'continuations follow the family table without a check: set CHAT_TEMPLATE to verify each one against the served template (and, on vLLM and llama.cpp, the engine)',
     );
 }

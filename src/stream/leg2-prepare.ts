@@ -21,8 +21,9 @@ export interface Prepared {
 function engineCheckUrl(r: ContinuationPort, designed: Designed): string | undefined {
   const cfg = r.ctx.config;
   if (cfg.engine === 'sglang' || 'unsupported' in designed) return undefined;
-  // Asked when the deployment said where the engine is for such calls, or serves a template to check against.
-  if (!cfg.tokenizeUrl && !r.ctx.chatTemplate?.served()) return undefined;
+  // Asked with CHAT_TEMPLATE set (a file, or `auto`: then the engine may be the only renderer); TOKENIZE_URL alone
+  // is for counting, and an engine's chat /tokenize may render a template the table was not proven against.
+  if (cfg.chatTemplate === undefined) return undefined;
   return cfg.tokenizeUrl ?? `${cfg.downstreamUrl.replace(/\/+$/, '')}/tokenize`;
 }
 
