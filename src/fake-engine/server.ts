@@ -140,6 +140,10 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       ex.res.writeHead(200, { 'content-type': 'text/plain' });
       return ex.end('fake-engine: an answer that is no event stream\n');
     }
+    if (fault?.kind === 'empty') {
+      ex.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      return ex.end();
+    }
     if (fault?.kind === 'status') {
       const code = fault.status ?? 500;
       const retryAfter: Record<string, string> = fault.retryAfter === undefined ? {} : { 'retry-after': String(fault.retryAfter) };

@@ -6,6 +6,7 @@
 // (default 1: the reference's two legs at most); any other failure, or the last, ends the stream with the
 // interruption event.
 import { planContinuationRequest } from '../recovery/continuation-request';
+import { causeOf } from '../recovery/give-up-detail';
 import { revisionFromHeaders, revisionsDiffer } from '../recovery/model-revision';
 import { decidePostCommit } from '../recovery/planner';
 import type { InterruptReason } from '../recovery/reasons';
@@ -108,11 +109,13 @@ async function continueOnce(r: ContinuationPort, heldToolCall: Buffer | undefine
     return await cancelled(r);
   }
   if (res instanceof LegOpenError) {
+    r.noteCause(res.kind);
     r.settleSlot({ kind: 'open-failed', open: res.kind });
     return await endWith(r, `leg2-failed-to-start:${res.kind}`);
   }
   if (res.status !== 200) {
     // A 4xx is the engine's answer to this request, not a sign of the pool (neutral for the brake).
+    r.noteCause(`status-${res.status}`);
     r.settleSlot({ kind: 'status', status: res.status, source: r.source });
     res.body.destroy();
     return await endWith(r, `leg2-status-${res.status}`);
@@ -121,6 +124,7 @@ async function continueOnce(r: ContinuationPort, heldToolCall: Buffer | undefine
   const expected = r.modelRevision;
   const leg2Revision = revisionFromHeaders(res.headers, cfg.modelRevisionHeader);
   if (revisionsDiffer(expected, leg2Revision)) {
+    r.noteCause('model-revision-mismatch');
     r.settleSlot({ kind: 'refused-output' });
     res.body.destroy();
     r.log.warn(
@@ -173,6 +177,7 @@ async function continueOnce(r: ContinuationPort, heldToolCall: Buffer | undefine
   // Cut by the cancellation (the leg was aborted), not failed on its own.
   if (out.type === 'gone' || r.cancellation.cancelled) return await cancelled(r);
   r.ctx.metrics.recovery('continuation', 'failed');
+  if (out.type === 'failed') r.noteCause(causeOf(out.failure, out.emptyBody));
   // It answered, then failed as a replica fails (not with text we refused): another leg continues from what the
   // client has now, which includes this leg's text.
   const failure = out.type === 'failed' ? out.failure : 'reset';
