@@ -47,6 +47,8 @@ export interface ClientError {
   retryable: boolean;
   /** The gateway's reason, for logs and dashboards (e.g. attempts-exhausted, recovery-brake-open). */
   reason?: string;
+  /** What happened to the request as a whole, in fixed words (src/recovery/give-up-detail.ts): never an exception's text. */
+  detail?: string;
   /** Fields of the interruption contract (partial_output, delivered_output_tokens) and the like. */
   extra?: Record<string, unknown>;
 }
@@ -62,6 +64,7 @@ export function clientErrorPayload(e: ClientError): { error: Record<string, unkn
       ...e.extra,
       retryable: e.retryable,
       ...(e.reason ? { reason: e.reason } : {}),
+      ...(e.detail ? { detail: e.detail } : {}),
     },
   };
 }

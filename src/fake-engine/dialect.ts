@@ -84,6 +84,12 @@ export interface UsageCounts {
   reasoning: number;
 }
 
+/**
+ * SGLang 0.5.23 (UsageProcessor.calculate_token_usage, usage_processor.py L95-130) puts reasoning_tokens at the top
+ * level and, only when there are some, also under completion_tokens_details; vLLM 0.33.0 (chat_completion/serving.py
+ * `_make_completion_tokens_details`) only there, whenever a reasoning parser runs. The same shape rides on every
+ * chunk with continuous usage stats.
+ */
 export function usageObject(dialect: Dialect, u: UsageCounts) {
   const base = {
     prompt_tokens: u.prompt,
@@ -92,7 +98,7 @@ export function usageObject(dialect: Dialect, u: UsageCounts) {
     prompt_tokens_details: { cached_tokens: 0 },
   };
   return dialect === 'sglang'
-    ? { ...base, reasoning_tokens: u.reasoning }
+    ? { ...base, reasoning_tokens: u.reasoning, completion_tokens_details: u.reasoning ? { reasoning_tokens: u.reasoning } : null }
     : { ...base, completion_tokens_details: { reasoning_tokens: u.reasoning } };
 }
 

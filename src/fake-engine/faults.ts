@@ -29,6 +29,8 @@ export type FaultKind =
   | 'reject-headers'
   /** `200 text/plain` and a line of text: an answer that is no event stream. */
   | 'plain'
+  /** `200 text/event-stream` and a clean end of the body, without a single event. */
+  | 'empty'
   /** The answer as usual, but its usage chunk counts negative tokens. */
   | 'negative-usage';
 
@@ -51,7 +53,8 @@ const AT_KINDS = new Set<FaultKind>(['crash', 'fin', 'eof', 'stall', 'error', 'a
 /** Parses one spec; throws on anything unknown so a typo in a test fails loudly instead of passing. */
 export function parseFault(spec: string): Fault {
   const s = spec.trim();
-  if (s === 'hang' || s === 'crash-before-headers' || s === 'plain' || s === 'negative-usage') return { kind: s, spec: s, at: 0 };
+  if (s === 'hang' || s === 'crash-before-headers' || s === 'plain' || s === 'empty' || s === 'negative-usage')
+    return { kind: s, spec: s, at: 0 };
   const m = /^([a-z-]+)@(.+)$/.exec(s);
   if (!m) throw new Error(`fake-engine: bad fault spec '${s}'`);
   const [, kind, arg] = m;

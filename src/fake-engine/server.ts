@@ -140,6 +140,10 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       ex.res.writeHead(200, { 'content-type': 'text/plain' });
       return ex.end('fake-engine: an answer that is no event stream\n');
     }
+    if (fault?.kind === 'empty') {
+      ex.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      return ex.end();
+    }
     if (fault?.kind === 'status') {
       const code = fault.status ?? 500;
       const retryAfter: Record<string, string> = fault.retryAfter === undefined ? {} : { 'retry-after': String(fault.retryAfter) };
@@ -178,8 +182,10 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       intervalMs: h['x-fake-token-ms'] !== undefined && Number.isFinite(ms) && ms >= 0 ? ms : (opts.tokenIntervalMs ?? 2),
       burst,
       includeUsage: body.stream_options?.include_usage === true,
+      // vLLM 0.33.0 needs include_usage too (entrypoints/serve/utils/api_utils.py L273-285), SGLang 0.5.23 only the
+      // flag (entrypoints/openai/utils.py L250-264).
       continuousUsage:
-        dialect === 'vllm' && body.stream_options?.include_usage === true && body.stream_options?.continuous_usage_stats === true,
+        body.stream_options?.continuous_usage_stats === true && (dialect === 'sglang' || body.stream_options?.include_usage === true),
     };
     const answer = () => (body.stream === true ? new StreamRun(ex, settings).start() : sendCompletion(ex, settings));
     const prefill = prefills.begin();

@@ -50,9 +50,22 @@ export class StreamRun {
     this.ex.write(`data: ${JSON.stringify(obj)}\n\n`);
   }
 
+  /**
+   * The usage so far, as continuous usage stats carry it on every chunk: the prompt, the tokens generated (the
+   * silent ones included) and, of those, the reasoning ones (an answer's reasoning tokens come first).
+   */
+  private runningUsage(generated: number): Record<string, unknown> {
+    const { plan } = this.s;
+    const reasoning = Math.min(generated, plan.reasoningTokens ?? reasoningTokenCount(plan.deltas));
+    return usageChunk(this.s.ctx, { prompt: plan.promptTokens, completion: generated, reasoning }).usage as Record<string, unknown>;
+  }
+
   private begin(): void {
     this.ex.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    this.event(roleChunk(this.s.ctx));
+    const role: Record<string, unknown> = roleChunk(this.s.ctx);
+    // vLLM's role chunk carries the running usage too (prompt only), SGLang's none (serving_chat.py L2580-2595).
+    if (this.s.continuousUsage && this.s.ctx.dialect === 'vllm') role.usage = this.runningUsage(0);
+    this.event(role);
     this.ex.later(this.s.intervalMs, () => this.step());
   }
 
@@ -72,11 +85,7 @@ export class StreamRun {
       const d = plan.deltas[this.index];
       if (d.kind !== 'silent') {
         const chunk = tokenChunk(this.s.ctx, d);
-        if (this.s.continuousUsage) {
-          const u = { prompt: plan.promptTokens, completion: this.index + 1, reasoning: 0 };
-          const { completion_tokens_details: _d, ...usage } = usageChunk(this.s.ctx, u).usage as Record<string, unknown>;
-          (chunk as Record<string, unknown>).usage = usage;
-        }
+        if (this.s.continuousUsage) (chunk as Record<string, unknown>).usage = this.runningUsage(this.index + 1);
         this.event(chunk);
       }
       this.index++;

@@ -44,13 +44,19 @@ export function rewriteLeg2Chunk(chunk: JsonObject, opts: Leg2RewriteOptions): J
 const empty = (v: unknown): boolean => v == null || v === '' || (Array.isArray(v) && v.length === 0);
 
 /**
+ * A usage that counts nothing generated: vLLM's role chunk carries one with continuous usage stats
+ * (chat_completion/serving.py L624-634 in 0.33.0: the prompt, completion_tokens 0).
+ */
+const countsNothingGenerated = (u: unknown): boolean => empty(u) || (isObject(u) && u.completion_tokens === 0);
+
+/**
  * A chunk that only announces the assistant role: every choice has a delta with `role` and nothing else
- * non-empty, no finish_reason, no logprobs, and the chunk has no usage. Leg2 opens with one; the client
- * already got leg1's, so the caller drops it. Anything carrying data is never role-only (dropping must
- * never lose text).
+ * non-empty, no finish_reason, no logprobs, and the chunk has no usage or one that counts no generated token.
+ * Leg2 opens with one; the client already got leg1's, so the caller drops it (its usage, corrected, would say
+ * what the client last saw). Anything carrying data is never role-only (dropping must never lose text).
  */
 export function isRoleOnlyChunk(chunk: unknown): boolean {
-  if (!isObject(chunk) || !empty(chunk.usage)) return false;
+  if (!isObject(chunk) || !countsNothingGenerated(chunk.usage)) return false;
   const choices = chunk.choices;
   if (!Array.isArray(choices) || choices.length === 0) return false;
   return choices.every((c: JsonObject) => {

@@ -25,6 +25,13 @@ export type FailureKind =
 /** How a leg that produced no response headers failed (src/upstream/client.ts LegOpenError). */
 export type LegOpenFailure = 'connect' | 'headers-timeout' | 'aborted' | 'reset';
 
+/**
+ * What one attempt or leg of a request died of (src/recovery/give-up-detail.ts): its failure, `empty-answer` for
+ * a 200 whose body ended before any event, `status-N` for a continuation leg answered N. A give-up's FAILED and
+ * request_end records list them in order (`causes`), and its client body's `detail` names them.
+ */
+export type FailureCause = FailureKind | LegOpenFailure | 'empty-answer' | `status-${number}`;
+
 /** Why admission did not start a recovery leg (src/stream/admit.ts). */
 export type RecoveryRefusal = RefusalReason | 'too-costly' | 'deadline';
 

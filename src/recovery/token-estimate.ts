@@ -128,6 +128,12 @@ export interface RecoveredTokens {
   accounting?: Accounting;
 }
 
+/** A count and how it was made (src/upstream/tokenizer.ts, src/recovery/usage.ts fromRunningUsage). */
+export interface CountedTokens extends RecoveredTokens {
+  method: Accounting['method'];
+  accounting: Accounting;
+}
+
 /** Reference estimate_recovered_tokens: the original prompt, and the reasoning/content delivered by leg1. */
 export function estimateRecoveredTokens(
   payload: JsonObject,

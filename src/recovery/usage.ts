@@ -19,7 +19,7 @@
 // minus the estimate of the prefix it contains. cached_tokens was measured against leg2's larger prompt;
 // it is kept strictly below prompt_tokens so the bill never shows a fully cached (or over-cached) prompt.
 import { isObject, type JsonObject } from '../openai/chat';
-import type { RecoveredTokens } from './token-estimate';
+import type { CountedTokens, RecoveredTokens } from './token-estimate';
 
 /**
  * An engine's count when it is one (a finite number, not negative), else undefined: a negative or otherwise
@@ -31,6 +31,42 @@ export function usageCount(v: unknown): number | undefined {
 
 const num = (v: unknown): number => usageCount(v) ?? 0;
 
+/** The reasoning count a usage carries, in either engine's place (vLLM: completion_tokens_details; SGLang: top level). */
+function reasoningCount(u: JsonObject): number | undefined {
+  return (
+    usageCount(isObject(u.completion_tokens_details) ? u.completion_tokens_details.reasoning_tokens : undefined) ??
+    usageCount(u.reasoning_tokens)
+  );
+}
+
+/**
+ * The count a continuation starts from when the engine streamed its own running usage (continuous usage stats,
+ * vLLM's and SGLang's; after a continuation leg, that leg's corrected usage), else `counted` (the tokenizer,
+ * /tokenize or the estimate) as it is.
+ *   `current`: the usage came with the last delivered chunk. It then counts everything the client has, exactly:
+ *   the prompt, every generated token (the ones the client saw nothing of included) and, where the engine
+ *   reports it, the reasoning among them; an engine that reports no reasoning count leaves `counted`'s (never
+ *   more than the generated tokens). Not current (text arrived after it): only its prompt, which does not change
+ *   during a generation, replaces `counted`'s; the delivered tokens are `counted`'s.
+ * A negative or missing prompt or completion count is no count: `counted` stands.
+ */
+export function fromRunningUsage(usage: JsonObject | null, current: boolean, counted: CountedTokens): CountedTokens {
+  const prompt = usage ? usageCount(usage.prompt_tokens) : undefined;
+  const completion = usage ? usageCount(usage.completion_tokens) : undefined;
+  if (!usage || prompt === undefined) return counted;
+  if (!current || completion === undefined)
+    return { ...counted, promptTokens: prompt, accounting: { ...counted.accounting, prompt: 'engine-usage' } };
+  const reasoningTokens = Math.min(reasoningCount(usage) ?? counted.reasoningTokens, completion);
+  return {
+    promptTokens: prompt,
+    reasoningTokens,
+    contentTokens: completion - reasoningTokens,
+    totalRecovered: completion,
+    method: 'engine-usage',
+    accounting: { method: 'engine-usage', dialect: null, prompt: 'engine-usage' },
+  };
+}
+
 /**
  * Returns a new usage object. Unlike the reference, which rebuilds usage from five known keys, every other
  * key leg2 reported is kept as is: the client should see the shape its engine emits (vLLM's
@@ -38,13 +74,16 @@ const num = (v: unknown): number => usageCount(v) ?? 0;
  */
 export function correctUsage(usage: JsonObject, recovered: RecoveredTokens, multimodal: boolean): JsonObject {
   const leg2 = isObject(usage) ? usage : {};
-  const fromLeg2 = recovered.prefixTokens !== undefined && (multimodal || recovered.accounting?.prompt === 'leg2-minus-prefix');
+  // The engine's own running count of the original prompt is exact, multimodal or not.
+  const engineCounted = recovered.accounting?.prompt === 'engine-usage';
+  const fromLeg2 =
+    !engineCounted && recovered.prefixTokens !== undefined && (multimodal || recovered.accounting?.prompt === 'leg2-minus-prefix');
   // Without a usable leg 2 prompt count, the original request's own count (or estimate) stands, as text-only.
   const leg2Prompt = usageCount(leg2.prompt_tokens);
   const promptTokens =
     fromLeg2 && leg2Prompt !== undefined
       ? Math.max(0, leg2Prompt - (recovered.prefixTokens as number))
-      : multimodal && leg2Prompt !== undefined
+      : multimodal && !engineCounted && leg2Prompt !== undefined
         ? Math.max(0, leg2Prompt - recovered.totalRecovered)
         : Math.max(0, recovered.promptTokens);
   const completionTokens = num(leg2.completion_tokens) + recovered.totalRecovered;
@@ -61,6 +100,10 @@ export function correctUsage(usage: JsonObject, recovered: RecoveredTokens, mult
   const details = isObject(leg2.completion_tokens_details) ? leg2.completion_tokens_details : null;
   if (details) {
     out.completion_tokens_details = { ...details, reasoning_tokens: num(details.reasoning_tokens) + recovered.reasoningTokens };
+  } else if (leg2.completion_tokens_details === null && typeof leg2.reasoning_tokens === 'number' && recovered.reasoningTokens > 0) {
+    // SGLang (0.5.23, UsageProcessor.calculate_token_usage) repeats the count there only when it is not 0: a
+    // leg 2 that reasoned no more says null, an uninterrupted run that reasoned says the count.
+    out.completion_tokens_details = { reasoning_tokens: num(leg2.reasoning_tokens) + recovered.reasoningTokens };
   }
   if (typeof leg2.reasoning_tokens === 'number' || !details) {
     out.reasoning_tokens = num(leg2.reasoning_tokens) + recovered.reasoningTokens;

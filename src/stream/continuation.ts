@@ -5,15 +5,14 @@
 // (reset, stall, EOF) is followed by another one, from everything delivered so far, up to MAX_CONTINUATIONS
 // (default 1: the reference's two legs at most); any other failure, or the last, ends the stream with the
 // interruption event.
-import type { JsonObject } from '../openai/chat';
 import { planContinuationRequest } from '../recovery/continuation-request';
+import { causeOf } from '../recovery/give-up-detail';
 import { revisionFromHeaders, revisionsDiffer } from '../recovery/model-revision';
 import { decidePostCommit } from '../recovery/planner';
 import type { InterruptReason } from '../recovery/reasons';
-import { usageCount } from '../recovery/usage';
+import { fromRunningUsage } from '../recovery/usage';
 import { LegOpenError } from '../upstream/client';
 import { LegReader } from '../upstream/leg-reader';
-import type { CountedRecoveredTokens } from '../upstream/tokenizer';
 import { endCancelled, interruptStream } from './give-up';
 import { prepareContinuation } from './leg2-prepare';
 import { relayLeg2 } from './leg2-relay';
@@ -24,26 +23,6 @@ export async function continueFromPrefix(r: ContinuationPort, heldToolCall: Buff
   for (let n = 1; await continueOnce(r, n === 1 ? heldToolCall : undefined, n); n++) {
     // the next continuation leg, from what the client has now
   }
-}
-
-/**
- * The engine's own running count, when it streamed one with the last delivered chunk (vLLM's
- * continuous_usage_stats; after a continuation leg, that leg's corrected usage): the prompt and everything
- * generated so far, exact, and what the client last saw, so the corrected usage never goes below it.
- */
-function fromEngineUsage(u: JsonObject | null): CountedRecoveredTokens | undefined {
-  // A negative count is no count: the estimate (or /tokenize) is used instead, as without running usage.
-  if (!u || usageCount(u.prompt_tokens) === undefined || usageCount(u.completion_tokens) === undefined) return undefined;
-  const r = usageCount(u.completion_tokens_details?.reasoning_tokens ?? u.reasoning_tokens);
-  const reasoningTokens = r !== undefined ? Math.min(r, u.completion_tokens) : 0;
-  return {
-    promptTokens: u.prompt_tokens,
-    reasoningTokens,
-    contentTokens: u.completion_tokens - reasoningTokens,
-    totalRecovered: u.completion_tokens,
-    method: 'engine-usage',
-    accounting: { method: 'engine-usage', dialect: null, prompt: 'engine-usage' },
-  };
 }
 
 /** The client left or the drain deadline came (cancellation.ts): ended for that; no further leg. */
@@ -64,7 +43,9 @@ async function continueOnce(r: ContinuationPort, heldToolCall: Buffer | undefine
   const rates = { cjk: cfg.cjkCharsPerToken, other: cfg.otherCharsPerToken };
   const prepared = await prepareContinuation(r);
   if (r.cancellation.cancelled) return await cancelled(r);
-  const counted = fromEngineUsage(r.tracker.usageCurrent ? r.tracker.lastUsage : null) ?? prepared.counted;
+  // The engine's own running count where it streamed one (continuous usage stats): exact, and what the client
+  // last saw, so the corrected usage never goes below it.
+  const counted = fromRunningUsage(r.tracker.lastUsage, r.tracker.usageCurrent, prepared.counted);
   const plan = planContinuationRequest(r.req.payload, r.tracker, {
     ...prepared.target,
     rates,
@@ -128,11 +109,13 @@ async function continueOnce(r: ContinuationPort, heldToolCall: Buffer | undefine
     return await cancelled(r);
   }
   if (res instanceof LegOpenError) {
+    r.noteCause(res.kind);
     r.settleSlot({ kind: 'open-failed', open: res.kind });
     return await endWith(r, `leg2-failed-to-start:${res.kind}`);
   }
   if (res.status !== 200) {
     // A 4xx is the engine's answer to this request, not a sign of the pool (neutral for the brake).
+    r.noteCause(`status-${res.status}`);
     r.settleSlot({ kind: 'status', status: res.status, source: r.source });
     res.body.destroy();
     return await endWith(r, `leg2-status-${res.status}`);
@@ -141,6 +124,7 @@ async function continueOnce(r: ContinuationPort, heldToolCall: Buffer | undefine
   const expected = r.modelRevision;
   const leg2Revision = revisionFromHeaders(res.headers, cfg.modelRevisionHeader);
   if (revisionsDiffer(expected, leg2Revision)) {
+    r.noteCause('model-revision-mismatch');
     r.settleSlot({ kind: 'refused-output' });
     res.body.destroy();
     r.log.warn(
@@ -193,6 +177,7 @@ async function continueOnce(r: ContinuationPort, heldToolCall: Buffer | undefine
   // Cut by the cancellation (the leg was aborted), not failed on its own.
   if (out.type === 'gone' || r.cancellation.cancelled) return await cancelled(r);
   r.ctx.metrics.recovery('continuation', 'failed');
+  if (out.type === 'failed') r.noteCause(causeOf(out.failure, out.emptyBody));
   // It answered, then failed as a replica fails (not with text we refused): another leg continues from what the
   // client has now, which includes this leg's text.
   const failure = out.type === 'failed' ? out.failure : 'reset';

@@ -5,7 +5,8 @@
 // gateway writes itself.
 import type { ClientErrorCode } from '../errors';
 import type { REQUEST_OUTCOMES } from '../obs/metric-labels';
-import type { FailureKind, InterruptReason, PassReason, PreCommitReason } from '../recovery/reasons';
+import { giveUpDetail } from '../recovery/give-up-detail';
+import type { FailureCause, FailureKind, InterruptReason, PassReason, PreCommitReason } from '../recovery/reasons';
 import type { CancelCause } from './cancellation';
 import type { RequestState } from './request-state';
 
@@ -18,7 +19,16 @@ export type Ending =
   /** The interruption event and [DONE]; partialOutput false: held structured output, nothing delivered. */
   | { kind: 'interrupted'; reason: InterruptReason | PreCommitReason; partialOutput: boolean }
   /** The gateway's own HTTP error (nothing of the answer was delivered). */
-  | { kind: 'http-error'; status: number; code: ClientErrorCode; reason: PreCommitReason; message: string; retryAfterMs: number }
+  | {
+      kind: 'http-error';
+      status: number;
+      code: ClientErrorCode;
+      reason: PreCommitReason;
+      message: string;
+      retryAfterMs: number;
+      /** Every attempt's cause in words (a give-up before the first delta): the body's `detail`. */
+      detail?: string;
+    }
   /** The engine's own answer, unchanged: its status and body, or its in-band error event and [DONE]. */
   | { kind: 'engine-answer'; as: 'status' | 'event'; reason: PreCommitReason }
   /** An answer that is no stream (a 4xx, a non-streamed body) relayed as the engine sent it. */
@@ -38,6 +48,9 @@ export interface PreCommitGiveUp {
   /** The engine answered with a status and a body of its own (a 503 before any event). */
   engineAnswer: boolean;
   retryAfterMs: number;
+  /** Every attempt's cause, in order, the failing one last; `attempts` were sent. */
+  causes: readonly FailureCause[];
+  attempts: number;
 }
 
 const TIMEOUTS: ReadonlySet<FailureKind> = new Set(['headers-timeout', 'first-delta-timeout', 'first-delta-deadline']);
@@ -59,10 +72,12 @@ export function endingBeforeCommit(s: PreCommitGiveUp): Ending {
     : TIMEOUTS.has(s.failure)
       ? [504, 'upstream_timeout']
       : [502, 'upstream_failed'];
+  // True of the request as a whole: every attempt's cause, not only the last one's.
+  const detail = giveUpDetail(s.attempts, s.causes.length > 0 ? s.causes : [s.failure]);
   const message = refused
-    ? `The upstream failed before responding (${s.failure}) and the gateway could not re-run the request now (${s.reason}).`
-    : `The upstream failed before responding (${s.failure}).`;
-  return { kind: 'http-error', status, code, reason, message, retryAfterMs: s.retryAfterMs };
+    ? `The upstream failed before responding (${detail}) and the gateway could not re-run the request now (${s.reason}).`
+    : `The upstream failed before responding (${detail}).`;
+  return { kind: 'http-error', status, code, reason, message, retryAfterMs: s.retryAfterMs, detail };
 }
 
 /** A cancelled request: a client that left gets nothing more (undefined); a shutdown ends it explicitly. */

@@ -7,7 +7,7 @@
 import { type ClientErrorCode, clientErrorBody, clientErrorHeaders } from '../errors';
 import { DONE_EVENT, interruptionEvent } from '../recovery/interruption';
 import type { InterruptReason, PassReason, PreCommitReason } from '../recovery/reasons';
-import { type Ending, endingBeforeCommit, endingForCancel } from './ending';
+import { type Ending, endingBeforeCommit, endingForCancel, reasonOf } from './ending';
 import type { LegFailure, LegOutcome } from './leg-loop';
 import type { GiveUpPort } from './request-port';
 
@@ -31,7 +31,7 @@ export async function answerError(r: GiveUpPort, e: HttpErrorEnding): Promise<vo
   await r.delivery.respond(
     e.status,
     clientErrorHeaders(e.retryAfterMs),
-    clientErrorBody({ code: e.code, message: e.message, reason: e.reason, requestId: r.requestId, retryable: true }),
+    clientErrorBody({ code: e.code, message: e.message, reason: e.reason, detail: e.detail, requestId: r.requestId, retryable: true }),
   );
 }
 
@@ -48,7 +48,20 @@ export async function passFailureThrough(r: GiveUpPort, out: LegFailure, reason:
     attemptHadHeaders: r.attemptHadHeaders,
     engineAnswer: out.engineAnswer !== undefined,
     retryAfterMs,
+    causes: r.causes,
+    attempts: r.attempt,
   });
+  // Every attempt's cause, in order: the last one alone would hide, say, an engine that answered empty first.
+  const status =
+    ending.kind === 'http-error'
+      ? ending.status
+      : ending.kind === 'engine-answer' && ending.as === 'status'
+        ? out.engineAnswer?.status
+        : 200;
+  r.log.warn(
+    { decision: 'FAILED', reason: reasonOf(ending), status, attempts: r.attempt, causes: r.causes },
+    'gave up before the first delta',
+  );
   if (ending.kind === 'http-error') return await answerError(r, ending);
   if (!r.finish(ending)) return;
   switch (ending.kind) {
@@ -78,7 +91,7 @@ export async function interruptStream(r: GiveUpPort, reason: InterruptReason, he
     await r.delivery.write(heldToolCall);
   }
   const delivered = deliveredTokens(r);
-  r.log.warn({ decision: 'FAILED', reason, delivered_output_tokens: delivered }, 'interruption event sent');
+  r.log.warn({ decision: 'FAILED', reason, delivered_output_tokens: delivered, causes: r.causes }, 'interruption event sent');
   await r.delivery.end(interruptionEvent({ requestId: r.requestId, deliveredOutputTokens: delivered, reason }));
 }
 

@@ -22,6 +22,8 @@ export type LegOutcome =
       heldToolCall?: Buffer;
       /** The engine's own answer (a 503 before any body), passed on unchanged if no retry follows. */
       engineAnswer?: { status: number; headers: Record<string, string>; body: Buffer };
+      /** The body ended cleanly before a single byte of it: an empty answer (src/recovery/give-up-detail.ts). */
+      emptyBody?: boolean;
     }
   | { type: 'responded' } // a non-streaming answer (an error status) was passed through
   | { type: 'gone' }; // the client left
@@ -108,6 +110,7 @@ export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcom
       }
       if (r.type === 'end' || r.type === 'reset') {
         if (h.finished()) return await h.endAfterFinish(r.type === 'end' ? 'eof' : 'reset-after-finish');
+        if (r.type === 'end' && !reader.anyBytes) return { ...h.failed('eof', 'empty-body'), emptyBody: true };
         const detail =
           r.type === 'reset' ? errorCode(r.error) : reader.partialBytes ? `eof-mid-event(${reader.partialBytes}B)` : 'clean-eof';
         return h.failed(r.type === 'end' ? 'eof' : 'reset', detail);

@@ -17,9 +17,11 @@ import type { Logger } from '../obs/logger';
 import { NO_TRACING, type RequestTrace } from '../obs/tracing';
 import { idempotencyKeyOf } from '../openai/tool-call-ids';
 import type { ReprefillSlot } from '../recovery/admission';
+import { causeOf } from '../recovery/give-up-detail';
 import { classifyCase } from '../recovery/interrupted-case';
 import { DONE_EVENT } from '../recovery/interruption';
 import { decidePostCommit, decidePreCommit, type FailureKind, parseRetryAfter, retryBackoffMs } from '../recovery/planner';
+import type { FailureCause } from '../recovery/reasons';
 import { requestSource } from '../recovery/request-source';
 import { type SlotEnd, slotEvidence } from '../recovery/slot-evidence';
 import { estimateTokens, promptText, type RecoveredTokens } from '../recovery/token-estimate';
@@ -73,6 +75,8 @@ export class OriginatedResponse implements Leg1Port, ContinuationPort {
   private leg1HeaderRevision: string | undefined;
   /** How the previous leg 1 attempt failed before its first token (the brake's `repeat` evidence). */
   private previousFailure: FailureKind | undefined;
+  /** What each failed attempt and leg died of, in order: a give-up names them all (give-up.ts). */
+  readonly causes: FailureCause[] = [];
   /** Client-named requests get tool_call ids derived from the name (src/openai/tool-call-ids.ts). */
   readonly toolCallKey: string | undefined;
   /** This request's spans (src/obs/tracing.ts: a no-op unless an OTLP endpoint is configured). */
@@ -223,6 +227,7 @@ export class OriginatedResponse implements Leg1Port, ContinuationPort {
         countMethod: this.countMethod,
         outcome: outcomeOf(ending),
         reason: reasonOf(ending),
+        causes: this.causes,
         upstreamStatus: this.upstreamStatus,
         ttfdMs: this.committedAt === null ? null : this.committedAt - this.started,
         totalMs,
@@ -256,7 +261,10 @@ export class OriginatedResponse implements Leg1Port, ContinuationPort {
           ? { kind: 'failed', failure: out.failure, previous: this.previousFailure, source: this.source, leg: 'leg1' }
           : { kind: 'cancelled' },
       );
-      if (out.type === 'failed') this.previousFailure = out.failure;
+      if (out.type === 'failed') {
+        this.previousFailure = out.failure;
+        this.causes.push(causeOf(out.failure, out.emptyBody));
+      }
       if (out.type === 'finished' || out.type === 'responded') return; // ended (finish) by the attempt
       if (out.type === 'gone' || this.cancellation.cancelled) return await endCancelled(this);
       if (this.delivery.committed) return await this.onPostCommitFailure(out);
@@ -335,6 +343,10 @@ export class OriginatedResponse implements Leg1Port, ContinuationPort {
 
   noteFailure(): void {
     this.failureSeenAt = Date.now();
+  }
+
+  noteCause(cause: FailureCause): void {
+    this.causes.push(cause);
   }
 
   /** A re-prefill slot, waiting at most until `due` (the first-delta deadline of a retry): then `deadline`. */

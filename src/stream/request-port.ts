@@ -6,7 +6,7 @@ import type { Logger } from '../obs/logger';
 
 import type { RequestTrace } from '../obs/tracing';
 import type { FailureKind } from '../recovery/planner';
-import type { RecoveryRefusal } from '../recovery/reasons';
+import type { FailureCause, RecoveryRefusal } from '../recovery/reasons';
 import type { SlotEnd } from '../recovery/slot-evidence';
 import type { RecoveredTokens } from '../recovery/token-estimate';
 import type { StreamTracker } from '../sse/tracker';
@@ -32,6 +32,10 @@ export interface GiveUpPort {
   readonly requestId: string | undefined;
   readonly cancellation: RequestCancellation;
   readonly attemptHadHeaders: boolean;
+  /** Leg 1 attempts sent so far. */
+  readonly attempt: number;
+  /** What each failed attempt and leg died of, in order (src/recovery/give-up-detail.ts). */
+  readonly causes: readonly FailureCause[];
   /** Records how the request ends (ending.ts); false: the client left first, deliver nothing. */
   finish(ending: Ending): boolean;
   settleSlot(end: SlotEnd): void;
@@ -76,6 +80,8 @@ export interface ContinuationPort extends LegSender {
   noteContinuation(recovered: RecoveredTokens, countMethod: CountMethod): void;
   /** A continuation leg failed after answering and another follows: recovery latency counts from now. */
   noteFailure(): void;
+  /** A continuation leg failed: what of (the give-up's `causes`). */
+  noteCause(cause: FailureCause): void;
   /** When the leg 1 attempt the client is reading was sent (ms since the epoch): the engine rendered its prompt then. */
   readonly leg1SentAt: number;
   /** When the failure the recovery in flight answers was seen (ms since the epoch). */

@@ -29,6 +29,8 @@ export interface EndSnapshot {
   countMethod: CountMethod;
   outcome: Outcome;
   reason: string | undefined;
+  /** What each failed attempt and leg died of, in order. */
+  causes: readonly string[];
   upstreamStatus: number | null;
   ttfdMs: number | null;
   totalMs: number;
@@ -70,6 +72,7 @@ export function requestEndRecord(p: PhaseSnapshot, e: EndSnapshot): Record<strin
     accounting_fallback: r?.accounting?.fallback ?? null,
     outcome: e.outcome,
     reason: e.reason,
+    causes: e.causes,
     upstream_status: e.upstreamStatus,
     malformed_events: e.tracker.malformed,
     ttfd_ms: e.ttfdMs,

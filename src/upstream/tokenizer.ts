@@ -26,10 +26,9 @@ import { request } from 'undici';
 import type { JsonObject } from '../openai/chat';
 import type { TokenizeFallback } from '../recovery/reasons';
 import {
-  type Accounting,
+  type CountedTokens,
   estimateRecoveredTokens,
   hasMultimodalContent,
-  type RecoveredTokens,
   type TokenizeDialect,
 } from '../recovery/token-estimate';
 
@@ -38,10 +37,7 @@ export const TOKENIZE_DIALECTS = ['auto', 'sglang', 'vllm', 'llamacpp'] as const
 export type TokenizeDialectSetting = (typeof TOKENIZE_DIALECTS)[number];
 export type { TokenizeDialect };
 
-export interface CountedRecoveredTokens extends RecoveredTokens {
-  method: Accounting['method'];
-  accounting: Accounting;
-}
+export type CountedRecoveredTokens = CountedTokens;
 
 interface Answer {
   status: number;

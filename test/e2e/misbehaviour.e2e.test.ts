@@ -209,7 +209,9 @@ describe('UPSTREAM_HEADERS_TIMEOUT_SECONDS=1, MAX_ATTEMPTS=2: an upstream that n
     expect(String(r.headers['content-type'])).toContain('application/json');
     const err = JSON.parse(r.raw).error;
     expect(err).toMatchObject({ code: 'upstream_timeout', type: 'server_error', request_id: id });
-    expect(err.message).toContain('headers-timeout');
+    expect(err.reason).toBe('headers-timeout:attempts-exhausted');
+    expect(err.detail).toBe('no response after 2 attempts: no response headers in time, no response headers in time');
+    expect(err.message).toContain(err.detail);
     expect(elapsed).toBeGreaterThanOrEqual(2000);
     expect(elapsed).toBeLessThan(4000);
     const seen = seenFor(stack, id);

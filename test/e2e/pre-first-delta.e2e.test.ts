@@ -234,3 +234,33 @@ describe('the same admission: a 500 re-run waits for a re-prefill slot like a 50
     ]);
   });
 });
+
+describe("a give-up names every attempt's cause (issue 27)", () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack({ env: { MAX_ATTEMPTS: '2', RETRY_BACKOFF_SECONDS: '0' } });
+  });
+  afterAll(async () => stack?.stop());
+  beforeEach(() => resetFaults());
+
+  test('a clean, empty 200, then a reset: 502 whose detail names both, the FAILED record lists them in order', async () => {
+    const id = newRequestId('empty-then-reset');
+    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'empty;crash@0' });
+    expect(r.status).toBe(502);
+    const error = JSON.parse(r.raw).error;
+    expect(error).toMatchObject({
+      code: 'upstream_failed',
+      request_id: id,
+      retryable: true,
+      reason: 'reset:attempts-exhausted',
+      detail: 'no response after 2 attempts: empty answer, reset',
+    });
+    expect(error.message).toContain('no response after 2 attempts: empty answer, reset');
+    expect(seenFor(stack, id)).toHaveLength(2);
+    const end = await stack.waitForEnd(id);
+    expect(end).toMatchObject({ outcome: 'failed-before-first-delta', attempt: 2, causes: ['empty-answer', 'reset'] });
+    expect(stack.records({ request_id: id, decision: 'FAILED' })).toEqual([
+      expect.objectContaining({ reason: 'reset:attempts-exhausted', causes: ['empty-answer', 'reset'], status: 502 }),
+    ]);
+  });
+});

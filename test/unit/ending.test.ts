@@ -19,6 +19,8 @@ const base: PreCommitGiveUp = {
   attemptHadHeaders: false,
   engineAnswer: false,
   retryAfterMs: 1000,
+  causes: ['reset'],
+  attempts: 1,
 };
 
 const httpError = (status: number, code: string, reason: string) => expect.objectContaining({ kind: 'http-error', status, code, reason });
@@ -73,8 +75,30 @@ describe('endingBeforeCommit', () => {
     const reasons: PassReason[] = ['attempts-exhausted', 'deadline-exceeded', 'recovery-queue-timeout', 'retry-after-too-long'];
     for (const reason of reasons) {
       const e = endingBeforeCommit({ ...base, reason }) as Extract<Ending, { kind: 'http-error' }>;
-      expect(e.message).toMatch(/^The upstream failed before responding \(reset\)/);
+      expect(e.message).toMatch(/^The upstream failed before responding \(no response after 1 attempt: reset\)/);
     }
+  });
+
+  it("the detail is true of the request as a whole: every attempt's cause, in order, in fixed words (issue 27)", () => {
+    const e = endingBeforeCommit({ ...base, causes: ['empty-answer', 'reset'], attempts: 2 }) as Extract<Ending, { kind: 'http-error' }>;
+    expect(e).toMatchObject({ status: 502, code: 'upstream_failed', reason: 'reset:attempts-exhausted' });
+    expect(e.detail).toBe('no response after 2 attempts: empty answer, reset');
+    expect(e.message).toBe('The upstream failed before responding (no response after 2 attempts: empty answer, reset).');
+    const t = endingBeforeCommit({
+      ...base,
+      failure: 'first-delta-deadline',
+      reason: 'deadline-exceeded',
+      causes: ['overloaded', 'stall', 'first-delta-deadline'],
+      attempts: 3,
+    }) as Extract<Ending, { kind: 'http-error' }>;
+    expect(t).toMatchObject({ status: 504, detail: 'no response after 3 attempts: overloaded (503), stalled, first-token deadline' });
+    const refused = endingBeforeCommit({ ...base, reason: 'recovery-brake-open', causes: ['reset'] }) as Extract<
+      Ending,
+      { kind: 'http-error' }
+    >;
+    expect(refused.message).toBe(
+      'The upstream failed before responding (no response after 1 attempt: reset) and the gateway could not re-run the request now (recovery-brake-open).',
+    );
   });
 });
 

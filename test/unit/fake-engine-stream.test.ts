@@ -58,6 +58,8 @@ describe('streaming shape', () => {
       total_tokens: promptTokenCount(messages) + n,
       prompt_tokens_details: { cached_tokens: 0 },
       reasoning_tokens: a.reasoningTokens.length,
+      // SGLang 0.5.23 repeats a non-zero count where OpenAI puts it (usage_processor.py L95-130).
+      completion_tokens_details: { reasoning_tokens: a.reasoningTokens.length },
     });
     expect(chunks.length).toBe(1 + n + 2);
   });
@@ -75,6 +77,36 @@ describe('streaming shape', () => {
       prompt_tokens_details: { cached_tokens: 0 },
     });
     expect(chunks[chunks.length - 1].usage.reasoning_tokens).toBeUndefined();
+  });
+
+  it("continuous usage stats: every token chunk counts so far, reasoning in the dialect's place; vLLM's role chunk too", async () => {
+    const a = answerFor(messages);
+    const prompt = promptTokenCount(messages);
+    const opts = { include_usage: true, continuous_usage_stats: true };
+    const v = sseChunks(await postJson(`${vl.url}/v1/chat/completions`, streamBody({ stream_options: opts })));
+    expect(v[0].usage).toEqual({
+      prompt_tokens: prompt,
+      completion_tokens: 0,
+      total_tokens: prompt,
+      prompt_tokens_details: { cached_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 0 },
+    });
+    const tokens = v.filter((c) => c.choices?.[0]?.delta?.reasoning || c.choices?.[0]?.delta?.content);
+    expect(tokens.map((c) => c.usage.completion_tokens)).toEqual(tokens.map((_c, i) => i + 1));
+    expect(tokens.map((c) => c.usage.completion_tokens_details.reasoning_tokens)).toEqual(
+      tokens.map((_c, i) => Math.min(i + 1, a.reasoningTokens.length)),
+    );
+    expect(v[v.length - 1].usage.completion_tokens_details).toEqual(tokens[tokens.length - 1].usage.completion_tokens_details);
+    // SGLang streams it without include_usage, not on the role chunk, reasoning at the top level (and repeated
+    // under completion_tokens_details once there is some).
+    const s = sseChunks(await postJson(`${sg.url}/v1/chat/completions`, streamBody({ stream_options: { continuous_usage_stats: true } })));
+    expect(s[0].usage).toBeNull();
+    expect(s[1].usage).toMatchObject({ completion_tokens: 1, reasoning_tokens: 1, completion_tokens_details: { reasoning_tokens: 1 } });
+    const last = s.filter((c) => c.choices?.[0]?.delta?.content).at(-1);
+    expect(last.usage).toMatchObject({
+      completion_tokens: a.reasoningTokens.length + a.contentTokens.length,
+      reasoning_tokens: a.reasoningTokens.length,
+    });
   });
 
   it('is identical across replicas except for the id', async () => {
@@ -108,6 +140,7 @@ describe('streaming shape', () => {
       expect(joined(chunks, 'reasoning_content')).toBe('');
       expect(joined(chunks, 'content')).toBe(answerFor(messages).contentTokens.join(''));
       expect(chunks[chunks.length - 1].usage.reasoning_tokens).toBe(0);
+      expect(chunks[chunks.length - 1].usage.completion_tokens_details).toBeNull();
     }
   });
 

@@ -113,6 +113,13 @@ describe('isRoleOnlyChunk', () => {
         usage: null,
       }),
     ).toBe(true);
+    // vLLM's, with continuous usage stats: the prompt and nothing generated yet.
+    expect(
+      isRoleOnlyChunk({
+        choices: [{ index: 0, delta: { role: 'assistant', content: '' } }],
+        usage: { prompt_tokens: 17, completion_tokens: 0, total_tokens: 17, completion_tokens_details: { reasoning_tokens: 0 } },
+      }),
+    ).toBe(true);
   });
   it('is false when the chunk carries anything', () => {
     expect(isRoleOnlyChunk({ choices: [{ delta: { role: 'assistant', content: 'hi' } }] })).toBe(false);

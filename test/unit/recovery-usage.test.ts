@@ -1,5 +1,5 @@
-import type { RecoveredTokens } from '../../src/recovery/token-estimate';
-import { correctUsage, usageCount } from '../../src/recovery/usage';
+import type { CountedTokens, RecoveredTokens } from '../../src/recovery/token-estimate';
+import { correctUsage, fromRunningUsage, usageCount } from '../../src/recovery/usage';
 
 const rec = (promptTokens: number, reasoningTokens: number, contentTokens: number): RecoveredTokens => ({
   promptTokens,
@@ -194,5 +194,77 @@ describe('correctUsage: negative counts from the engine are treated as absent (i
       undefined,
       undefined,
     ]);
+  });
+});
+
+describe("fromRunningUsage: the engine's running usage (continuous usage stats, issue 27)", () => {
+  const counted: CountedTokens = {
+    ...rec(17, 11, 9),
+    prefixTokens: 25,
+    method: 'tokenize',
+    accounting: { method: 'tokenize', dialect: 'sglang', prompt: 'leg2-minus-prefix' },
+  };
+  const vllm = { prompt_tokens: 10, completion_tokens: 24, total_tokens: 34, completion_tokens_details: { reasoning_tokens: 14 } };
+  const sglang = {
+    prompt_tokens: 10,
+    completion_tokens: 24,
+    total_tokens: 34,
+    reasoning_tokens: 14,
+    completion_tokens_details: { reasoning_tokens: 14 },
+  };
+
+  it('current: prompt, generated and reasoning from the usage, in either layout', () => {
+    for (const u of [vllm, sglang, { ...sglang, completion_tokens_details: null }])
+      expect(fromRunningUsage(u, true, counted)).toEqual({
+        promptTokens: 10,
+        reasoningTokens: 14,
+        contentTokens: 10,
+        totalRecovered: 24,
+        method: 'engine-usage',
+        accounting: { method: 'engine-usage', dialect: null, prompt: 'engine-usage' },
+      });
+  });
+  it("current, without a reasoning count: the other count's reasoning, never above the generated tokens", () => {
+    expect(fromRunningUsage({ prompt_tokens: 10, completion_tokens: 24 }, true, counted)).toMatchObject({
+      reasoningTokens: 11,
+      contentTokens: 13,
+    });
+    expect(fromRunningUsage({ prompt_tokens: 10, completion_tokens: 5 }, true, counted)).toMatchObject({
+      reasoningTokens: 5,
+      contentTokens: 0,
+    });
+  });
+  it('not current (text after it): only its prompt, the delivered tokens as counted', () => {
+    expect(fromRunningUsage(vllm, false, counted)).toEqual({
+      ...counted,
+      promptTokens: 10,
+      accounting: { method: 'tokenize', dialect: 'sglang', prompt: 'engine-usage' },
+    });
+  });
+  it('no usage, or no valid prompt count: the other count as it is', () => {
+    expect(fromRunningUsage(null, false, counted)).toBe(counted);
+    expect(fromRunningUsage({ prompt_tokens: -1, completion_tokens: 3 }, true, counted)).toBe(counted);
+    expect(fromRunningUsage({ completion_tokens: 3 }, true, counted)).toBe(counted);
+  });
+  it("the engine's prompt count stands in the correction, multimodal too (never leg 2's minus the prefix)", () => {
+    const r = fromRunningUsage(vllm, false, counted);
+    expect(correctUsage({ prompt_tokens: 60, completion_tokens: 4 }, r, false).prompt_tokens).toBe(10);
+    expect(correctUsage({ prompt_tokens: 60, completion_tokens: 4 }, r, true).prompt_tokens).toBe(10);
+  });
+});
+
+describe("correctUsage: SGLang's completion_tokens_details, present only with reasoning tokens", () => {
+  it('a leg 2 that reasoned no more says null; the corrected usage repeats the recovered reasoning there', () => {
+    const out = correctUsage(
+      { prompt_tokens: 40, completion_tokens: 20, total_tokens: 60, reasoning_tokens: 0, completion_tokens_details: null },
+      rec(10, 14, 10),
+      false,
+    );
+    expect(out).toMatchObject({ reasoning_tokens: 14, completion_tokens_details: { reasoning_tokens: 14 } });
+  });
+  it('stays null when nothing was reasoned, and absent where the engine sends no such key', () => {
+    const leg2 = { prompt_tokens: 40, completion_tokens: 20, reasoning_tokens: 0, completion_tokens_details: null };
+    expect(correctUsage(leg2, rec(10, 0, 10), false).completion_tokens_details).toBeNull();
+    expect('completion_tokens_details' in correctUsage({ completion_tokens: 2, reasoning_tokens: 0 }, rec(1, 3, 0), false)).toBe(false);
   });
 });
