@@ -67,6 +67,11 @@ async function main(): Promise<void> {
 }
 
 void main().catch((e) => {
+  // A file named by a variable that only loading could judge (TOKENIZER): one line naming it, as loadConfig's.
+  if (e instanceof ConfigError) {
+    for (const p of e.problems) process.stderr.write(`${p}\n`);
+    process.exit(2);
+  }
   process.stderr.write(`sidecar failed to start: ${e instanceof Error ? e.message : String(e)}\n`);
   process.exit(1);
 });

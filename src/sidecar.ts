@@ -6,7 +6,7 @@
 // that still arrive are passed through (CONTINUE + echo: native proxying), streams in flight finish (up to a
 // deadline), then everything closes.
 import * as grpc from '@grpc/grpc-js';
-import type { GatewayConfig } from './config/env';
+import { ConfigError, type GatewayConfig } from './config/env';
 import { EnvoyVersionCheck } from './extproc/envoy-version';
 import { HealthStatus } from './extproc/health';
 import { ProcessorStream } from './extproc/processor-stream';
@@ -21,6 +21,7 @@ import { createTracing } from './obs/tracing';
 import { AdmissionAuthority, admissionSettings, type RecoveryAdmission } from './recovery/admission';
 import type { GatewayContext } from './stream/context';
 import { RequestExchange } from './stream/request-exchange';
+import { loadModelTokenizer, ModelTokenizerError, type TextTokenizer } from './templates/model-tokenizer';
 import { templateProvider } from './templates/provider';
 import { UpstreamClient } from './upstream/client';
 
@@ -59,6 +60,20 @@ export interface SidecarOptions {
   admission?: (streams: { readonly active: number }) => RecoveryAdmission;
 }
 
+/** TOKENIZER, loaded (logged with its file and load time); a file the library cannot load is a ConfigError. */
+function modelTokenizer(setting: string | undefined, log: Logger): TextTokenizer | undefined {
+  if (setting === undefined) return undefined;
+  const started = performance.now();
+  try {
+    const t = loadModelTokenizer(setting);
+    log.info({ decision: 'TOKENIZER_LOADED', file: t.origin, load_ms: Math.round(performance.now() - started) }, 'counting in process');
+    return t;
+  } catch (e) {
+    if (e instanceof ModelTokenizerError) throw new ConfigError([`config error: TOKENIZER ${e.message}`]);
+    throw e;
+  }
+}
+
 export async function startSidecar(config: GatewayConfig, log: Logger, opts: SidecarOptions = {}): Promise<Sidecar> {
   // The originated streams in flight; their count is what admission and the drain read.
   const inFlight = new Set<{ shutdown(): void }>();
@@ -92,6 +107,8 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
   void detection?.start();
   // CHAT_TEMPLATE: read (or, `auto`, asked of the engine) once; every continuation renders and verifies with it.
   const chatTemplate = await templateProvider(config.chatTemplate, { baseUrl: config.downstreamUrl, log });
+  // TOKENIZER: loaded once per process; a file the library cannot read stops the sidecar now (ConfigError).
+  const tokenizer = modelTokenizer(config.tokenizer, log);
   const ctx: GatewayContext = {
     config,
     log,
@@ -109,6 +126,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
     envoyVersion,
     detectedModel: detection,
     chatTemplate,
+    tokenizer,
     tracing: createTracing(config.tracing),
   };
   const health = new HealthStatus('NOT_SERVING');

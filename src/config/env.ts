@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { ERROR_CODES, GatewayError } from '../errors';
 import type { TracingConfig } from '../obs/tracing';
+import { checkTokenizerSetting } from '../templates/model-tokenizer';
 import { ChatTemplateConfigError, TEMPLATE_AUTO, templateFromFiles } from '../templates/provider';
 import { resolveWorkers, type WorkersSource } from './cpu-limit';
 import { OTEL_VARIABLES, tracingConfig } from './otel-env';
@@ -56,6 +57,8 @@ const schema = z.object({
   MAX_BODY_JSON_DEPTH: num(128, { int: true, min: 1, max: 1000 }),
   CJK_CHARS_PER_TOKEN: num(1.6, { positive: true }),
   OTHER_CHARS_PER_TOKEN: num(4.0, { positive: true }),
+  // The model's tokenizer.json, or the model directory holding it (src/templates/model-tokenizer.ts).
+  TOKENIZER: optionalString,
   TOKENIZE_URL: optionalHttpUrl,
   TOKENIZE_TIMEOUT_MS: num(200, { positive: true }),
   TOKENIZE_DIALECT: z
@@ -159,7 +162,9 @@ export interface GatewayConfig {
   readonly maxBodyJsonDepth: number;
   readonly cjkCharsPerToken: number;
   readonly otherCharsPerToken: number;
-  /** The engine's /tokenize endpoint for exact accounting; unset = character estimate. */
+  /** TOKENIZER: the model's tokenizer.json (or its directory), counted in process; first for exact accounting. */
+  readonly tokenizer: string | undefined;
+  /** The engine's /tokenize endpoint for exact accounting (after TOKENIZER); unset = character estimate. */
   readonly tokenizeUrl: string | undefined;
   readonly tokenizeTimeoutMs: number;
   /** Which /tokenize body TOKENIZE_URL reads (src/upstream/tokenizer.ts); auto = detected once per URL. */
@@ -216,7 +221,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
   }
   const e = parsed.data;
   const templateProblem = checkChatTemplate(e.CHAT_TEMPLATE, e.CONTINUATION_MODEL);
-  if (templateProblem) throw new ConfigError([templateProblem]);
+  const tokenizerProblem = checkTokenizerSetting(e.TOKENIZER);
+  if (templateProblem || tokenizerProblem) throw new ConfigError([templateProblem, tokenizerProblem].filter((p) => p !== undefined));
   const workers = resolveWorkers(e.WORKERS, env);
   return Object.freeze({
     downstreamUrl: e.DOWNSTREAM_URL,
@@ -255,6 +261,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     maxBodyJsonDepth: e.MAX_BODY_JSON_DEPTH,
     cjkCharsPerToken: e.CJK_CHARS_PER_TOKEN,
     otherCharsPerToken: e.OTHER_CHARS_PER_TOKEN,
+    tokenizer: e.TOKENIZER,
     tokenizeUrl: e.TOKENIZE_URL,
     tokenizeTimeoutMs: e.TOKENIZE_TIMEOUT_MS,
     tokenizeDialect: e.TOKENIZE_DIALECT,

@@ -32,6 +32,7 @@ export class Metrics {
   private readonly recoveryLatency: Histogram;
   private recoveryLatencySum = 0;
   private readonly continuationPrepare: Histogram<'source'>;
+  private readonly continuationCount: Histogram<'method'>;
 
   constructor(live?: () => LiveState, draining?: () => boolean) {
     const registers = [this.registry];
@@ -113,6 +114,13 @@ export class Metrics {
       name: 'continuation_gateway_continuation_prepare_seconds',
       help: "A continuation leg's design before it is sent: the family table's rules, or the served template's renders and verification (the engine's check, a network call, excluded); by source.",
       labelNames: ['source'],
+      buckets: [0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25],
+      registers,
+    });
+    this.continuationCount = new Histogram({
+      name: 'continuation_gateway_continuation_count_seconds',
+      help: 'Counting what a continuation recovers (usage, leg 2 budget): in process (tokenizer), via /tokenize, or estimated; by the method that counted.',
+      labelNames: ['method'],
       buckets: [0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25],
       registers,
     });
@@ -205,6 +213,11 @@ export class Metrics {
   /** The design of one continuation leg (src/stream/leg2-prepare.ts): table, template or generic. */
   observeContinuationPrepare(source: 'table' | 'template' | 'generic', seconds: number): void {
     this.continuationPrepare.observe({ source }, seconds);
+  }
+
+  /** Counting one continuation (src/stream/leg2-prepare.ts), by the method that counted. */
+  observeContinuationCount(method: string, seconds: number): void {
+    this.continuationCount.observe({ method }, seconds);
   }
 
   observeRecoveryLatency(seconds: number): void {

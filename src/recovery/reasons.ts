@@ -83,5 +83,13 @@ export type PreCommitReason =
   | 'gateway-shutdown'
   | 'gateway-internal-error';
 
-/** Why the estimate was used although TOKENIZE_URL is set: the values usage.continuation.fallback takes. */
-export type TokenizeFallback = 'tokenize-timeout' | 'tokenize-unreachable' | 'tokenize-error-status' | 'tokenize-bad-answer';
+/**
+ * Why a count is not the most exact one configured: TOKENIZER failed (`tokenizer-failed`: /tokenize or the
+ * estimate counted), or /tokenize did (the estimate counted). The values usage.continuation.fallback takes.
+ */
+export type TokenizeFallback =
+  | 'tokenizer-failed'
+  | 'tokenize-timeout'
+  | 'tokenize-unreachable'
+  | 'tokenize-error-status'
+  | 'tokenize-bad-answer';

@@ -96,16 +96,17 @@ export type TokenizeDialect = 'sglang' | 'vllm' | 'llamacpp';
 
 /**
  * How the numbers were obtained, for usage.continuation and the request_end record.
- *   method  'tokenize': the engine counted (dialect says whose /tokenize); 'estimate': characters.
+ *   method  'tokenizer': the model's tokenizer, in process (TOKENIZER); 'tokenize': the engine counted (dialect
+ *           says whose /tokenize); 'estimate': characters.
  *   prompt  'template': the engine tokenized the original request through its chat template (vLLM /tokenize
  *           with messages, llama.cpp /apply-template then /tokenize); 'leg2-minus-prefix': leg 2's own
  *           prompt_tokens minus the engine's count of the prefix leg 2 was given (SGLang, whose /tokenize
  *           takes text only, and multimodal requests); 'estimate': the character estimate.
- *   fallback  why the estimate is used although TOKENIZE_URL is set (absent otherwise).
+ *   fallback  why not the more exact method configured: TOKENIZER failed, or /tokenize did (absent otherwise).
  */
 export interface Accounting {
   /** engine-usage: the running usage the engine streamed with the last delivered chunk (continuous_usage_stats). */
-  method: 'tokenize' | 'estimate' | 'engine-usage';
+  method: 'tokenizer' | 'tokenize' | 'estimate' | 'engine-usage';
   dialect: TokenizeDialect | null;
   prompt: 'template' | 'leg2-minus-prefix' | 'estimate' | 'engine-usage';
   fallback?: TokenizeFallback;

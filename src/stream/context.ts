@@ -6,6 +6,7 @@ import type { Metrics } from '../obs/metrics';
 import type { Tracing } from '../obs/tracing';
 import type { ChatRequest } from '../openai/chat';
 import type { RecoveryAdmission } from '../recovery/admission';
+import type { TextTokenizer } from '../templates/model-tokenizer';
 import type { TemplateProvider } from '../templates/provider';
 import type { UpstreamClient } from '../upstream/client';
 
@@ -28,6 +29,8 @@ export interface GatewayContext {
   readonly detectedModel?: { model(): string | undefined };
   /** CHAT_TEMPLATE: the template the engine serves (src/templates/provider.ts); unset or undefined = none. */
   readonly chatTemplate?: TemplateProvider;
+  /** TOKENIZER: the model's tokenizer, counting in process (src/templates/model-tokenizer.ts); unset = none. */
+  readonly tokenizer?: TextTokenizer;
   /** OpenTelemetry traces (src/obs/tracing.ts); unset = off. */
   readonly tracing?: Tracing;
 }

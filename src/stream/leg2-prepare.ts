@@ -1,5 +1,5 @@
-// Before a continuation leg is planned: its design (src/recovery/leg2-design.ts), counted (exact via the
-// engine's /tokenize, else estimated) and checked (the date; the engine's own rendering of leg 2, vLLM and
+// Before a continuation leg is planned: its design (src/recovery/leg2-design.ts), counted (exact in process with
+// TOKENIZER, else via the engine's /tokenize, else estimated) and checked (the date; the engine's own rendering of leg 2, vLLM and
 // llama.cpp), the count and the engine's check in parallel under the one TOKENIZE_TIMEOUT_MS deadline.
 import type { JsonObject } from '../openai/chat';
 import { withDateRule, withEngineVerdict } from '../recovery/leg2-checks';
@@ -67,18 +67,25 @@ export async function prepareContinuation(r: ContinuationPort): Promise<Prepared
   const known = !('unsupported' in designed) && designed.design.source !== 'generic';
   // Through Envoy's egress, counted and checked where leg 2 may land: not on the replica that just failed.
   const headers = r.lastHost ? { [AVOID_HOST_HEADER]: r.lastHost } : undefined;
+  const countStarted = performance.now();
   const [counted, verdict] = await Promise.all([
     countRecoveredTokens(r.req.payload, r.tracker.reasoning, r.tracker.content, {
+      tokenizer: r.ctx.tokenizer,
+      // The served template's rendering of the original request, when the design has it: TOKENIZER counts it.
+      promptText: 'unsupported' in designed ? undefined : designed.design.prompt1,
       url: cfg.tokenizeUrl,
       dialect: cfg.tokenizeDialect,
       rates: { cjk: cfg.cjkCharsPerToken, other: cfg.otherCharsPerToken },
       prefix,
       prefixIsGenerated: known,
       onFallback: (detail, code) =>
-        r.log.warn({ decision: 'TOKENIZE_FALLBACK', reason: code, detail }, 'tokenize failed, using the character estimate'),
+        r.log.warn({ decision: 'TOKENIZE_FALLBACK', reason: code, detail }, 'counting failed, using the next method'),
       deadlineMs: cfg.tokenizeTimeoutMs,
       headers,
       signal: cfg.tokenizeUrl ? r.cancellation.signal : undefined,
+    }).then((c) => {
+      r.ctx.metrics.observeContinuationCount(c.method, (performance.now() - countStarted) / 1000);
+      return c;
     }),
     askEngine(r, designed, headers),
   ]);

@@ -20,7 +20,7 @@ import type { LegOutcome } from './leg-loop';
 /** Admission's refusal as the request sees it (null: a slot is held). */
 export type Refusal = { reason: RecoveryRefusal; retryAfterMs?: number } | null;
 
-export type CountMethod = 'tokenize' | 'estimate' | 'engine-usage';
+export type CountMethod = 'tokenizer' | 'tokenize' | 'estimate' | 'engine-usage';
 
 /** How a request ends without its answer (give-up.ts). */
 export interface GiveUpPort {

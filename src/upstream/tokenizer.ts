@@ -25,12 +25,8 @@
 import { request } from 'undici';
 import type { JsonObject } from '../openai/chat';
 import type { TokenizeFallback } from '../recovery/reasons';
-import {
-  type CountedTokens,
-  estimateRecoveredTokens,
-  hasMultimodalContent,
-  type TokenizeDialect,
-} from '../recovery/token-estimate';
+import { type CountedTokens, estimateRecoveredTokens, hasMultimodalContent, type TokenizeDialect } from '../recovery/token-estimate';
+import { countWithTokenizer, type TextTokenizer } from '../templates/model-tokenizer';
 
 export const DEFAULT_TOKENIZE_DEADLINE_MS = 200;
 export const TOKENIZE_DIALECTS = ['auto', 'sglang', 'vllm', 'llamacpp'] as const;
@@ -190,6 +186,10 @@ export interface CountOptions {
    * estimate returned, without a fallback (nothing failed; the caller ends the request).
    */
   signal?: AbortSignal;
+  /** TOKENIZER: counts in process first; /tokenize (url) and the estimate only when it fails. */
+  tokenizer?: TextTokenizer;
+  /** The engine's prompt for the original request (the served template's rendering), which TOKENIZER counts. */
+  promptText?: string;
 }
 
 export type { TokenizeFallback };
@@ -209,12 +209,35 @@ export async function countRecoveredTokens(
   o: CountOptions,
 ): Promise<CountedRecoveredTokens> {
   const est = estimateRecoveredTokens(payload, reasoning, content, o.rates);
+  let failed: TokenizeFallback | undefined;
+  if (o.tokenizer && !o.signal?.aborted) {
+    try {
+      // A multimodal prompt has no text to count: leg 2's prompt minus the prefix, as with /tokenize.
+      const promptText = hasMultimodalContent(payload) ? undefined : o.promptText;
+      const c = await countWithTokenizer(o.tokenizer, {
+        reasoning,
+        content,
+        prefix: o.prefix,
+        prefixIsGenerated: !!o.prefixIsGenerated,
+        promptText,
+      });
+      return {
+        ...c,
+        promptTokens: c.promptTokens ?? est.promptTokens,
+        method: 'tokenizer',
+        accounting: { method: 'tokenizer', dialect: null, prompt: c.promptTokens !== undefined ? 'template' : 'leg2-minus-prefix' },
+      };
+    } catch (e) {
+      failed = 'tokenizer-failed';
+      o.onFallback((e as Error).message, failed);
+    }
+  }
   const estimate = (fallback?: TokenizeFallback): CountedRecoveredTokens => ({
     ...est,
     method: 'estimate',
     accounting: { method: 'estimate', dialect: null, prompt: 'estimate', ...(fallback ? { fallback } : {}) },
   });
-  if (!o.url || o.signal?.aborted) return estimate();
+  if (!o.url || o.signal?.aborted) return estimate(failed);
   const url = o.url;
   const deadlineMs = o.deadlineMs ?? DEFAULT_TOKENIZE_DEADLINE_MS;
   const ac = new AbortController();
@@ -250,7 +273,12 @@ export async function countRecoveredTokens(
       totalRecovered: generated,
       prefixTokens,
       method: 'tokenize',
-      accounting: { method: 'tokenize', dialect, prompt: promptTokens !== undefined ? 'template' : 'leg2-minus-prefix' },
+      accounting: {
+        method: 'tokenize',
+        dialect,
+        prompt: promptTokens !== undefined ? 'template' : 'leg2-minus-prefix',
+        ...(failed ? { fallback: failed } : {}),
+      },
     };
   } catch (e) {
     if (o.signal?.aborted) return estimate();

@@ -1,0 +1,114 @@
+// TOKENIZER: the model's own tokenizer, loaded once in process, so that a continuation is counted exactly (usage,
+// leg 2's budget) with no round trip and no service to run. The file is the model directory's tokenizer.json, the
+// one an engine loads through transformers (the same mount as CHAT_TEMPLATE's directory, src/templates/source.ts),
+// or a tokenizer.json named directly.
+//
+// Counted with Hugging Face's `tokenizers` (npm, the Node binding of the Rust crate that transformers' fast
+// tokenizers are, and so SGLang's and vLLM's): the engines' own code, not a reimplementation; its encode runs on
+// libuv's thread pool, off the event loop. Chosen by measurement over the pure-JS `@huggingface/tokenizers` and
+// `tiktoken` (docs/performance.md, "Counting in process (TOKENIZER)").
+//
+// What a count is: the tokens of a text as the engine reads it in a prompt, special-token text (`<think>`,
+// `<|im_start|>`) matched as the added tokens it is, no BOS or EOS added: what /tokenize answers with
+// add_special_tokens false (src/upstream/tokenizer.ts).
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+export class ModelTokenizerError extends Error {
+  readonly code = 'GW_ERR_TOKENIZER';
+}
+
+/** Counts a text's tokens. */
+export interface TextTokenizer {
+  /** The file it was loaded from, for the log. */
+  readonly origin: string;
+  count(text: string): Promise<number>;
+}
+
+/** The tokenizer.json TOKENIZER names: the file itself, or the one in the model directory. */
+export function tokenizerFile(setting: string): string {
+  let stat: fs.Stats;
+  try {
+    stat = fs.statSync(setting);
+  } catch (e) {
+    throw new ModelTokenizerError(`${setting}: ${(e as NodeJS.ErrnoException).code ?? 'unreadable'}`);
+  }
+  if (!stat.isDirectory()) return setting;
+  const file = path.join(setting, 'tokenizer.json');
+  if (!fs.existsSync(file)) throw new ModelTokenizerError(`${setting} holds no tokenizer.json`);
+  return file;
+}
+
+/**
+ * At start (src/config/env.ts): the file exists and is a tokenizer.json (a JSON object with a `model`), else a
+ * line naming the variable. The sidecar then loads it (loadModelTokenizer), which checks the rest.
+ */
+export function checkTokenizerSetting(setting: string | undefined): string | undefined {
+  if (setting === undefined) return undefined;
+  try {
+    const file = tokenizerFile(setting);
+    let v: unknown;
+    try {
+      v = JSON.parse(fs.readFileSync(file, 'utf8'));
+    } catch (e) {
+      throw new ModelTokenizerError(`${file} is not JSON (${(e as NodeJS.ErrnoException).code ?? 'a syntax error'})`);
+    }
+    const model = (v as { model?: unknown } | null)?.model;
+    if (!model || typeof model !== 'object') throw new ModelTokenizerError(`${file} is not a tokenizer.json (no "model")`);
+    return undefined;
+  } catch (e) {
+    if (e instanceof ModelTokenizerError) return `config error: TOKENIZER ${e.message}`;
+    throw e;
+  }
+}
+
+/** Loads TOKENIZER (about 0.7 s and 100 MB for a 150k vocabulary). Throws ModelTokenizerError naming the file. */
+export function loadModelTokenizer(setting: string): TextTokenizer {
+  const file = tokenizerFile(setting);
+  // Loaded when TOKENIZER is set only: a deployment without it never loads the native module.
+  const { Tokenizer } = require('tokenizers') as typeof import('tokenizers');
+  let tok: import('tokenizers').Tokenizer;
+  try {
+    tok = Tokenizer.fromFile(file);
+  } catch (e) {
+    throw new ModelTokenizerError(`${file} cannot be loaded as a tokenizer (${e instanceof Error ? e.message.split('\n')[0] : 'unknown'})`);
+  }
+  return {
+    origin: file,
+    async count(text: string): Promise<number> {
+      if (!text) return 0;
+      return (await tok.encode(text, null, { addSpecialTokens: false })).getLength();
+    },
+  };
+}
+
+/** What a continuation counts (src/upstream/tokenizer.ts countRecoveredTokens). */
+export interface TokenizerInput {
+  reasoning: string;
+  content: string;
+  /** The raw text leg 2's prompt continues from. */
+  prefix: string;
+  /** The prefix is what the model generated (a known family's raw text, markers included). */
+  prefixIsGenerated: boolean;
+  /** The engine's prompt for the original request (the served template's rendering), when known. */
+  promptText?: string;
+}
+
+/** The in-process counts; `promptTokens` only when the engine's prompt text was given. */
+export async function countWithTokenizer(tok: TextTokenizer, i: TokenizerInput) {
+  const [reasoningTokens, contentTokens, prefixTokens, promptTokens] = await Promise.all([
+    tok.count(i.reasoning),
+    tok.count(i.content),
+    tok.count(i.prefix),
+    i.promptText === undefined ? undefined : tok.count(i.promptText),
+  ]);
+  const generated = i.prefixIsGenerated && i.prefix ? prefixTokens : reasoningTokens + contentTokens;
+  return {
+    // The markers count with the reasoning they delimit.
+    reasoningTokens: i.prefixIsGenerated && i.prefix ? Math.max(0, generated - contentTokens) : reasoningTokens,
+    contentTokens,
+    totalRecovered: generated,
+    prefixTokens,
+    promptTokens,
+  };
+}
