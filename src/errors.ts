@@ -18,6 +18,7 @@ export const ERROR_CODES = {
   templateSource: 'GW_ERR_TEMPLATE_SOURCE',
   templateRender: 'GW_ERR_TEMPLATE_RENDER',
   chatTemplateConfig: 'GW_ERR_CHAT_TEMPLATE_CONFIG',
+  tokenizer: 'GW_ERR_TOKENIZER',
 } as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[keyof typeof ERROR_CODES];

@@ -147,3 +147,20 @@ export function decideOnSilence(i: SilenceInput): SilenceDecision {
   if (i.leg === 2 && i.anyBytes && i.silentForMs >= i.stallIdleTimeoutMs) return { action: 'fail', failure: 'stall' };
   return { action: 'wait' };
 }
+
+/** What leg 1's latest output tells the commit point, before it (src/stream/leg1-relay.ts). */
+export interface HoldInput {
+  /** BUFFER_STRUCTURED_OUTPUT: a json_* answer is held whole until its finish. */
+  structured: boolean;
+  /** The output so far holds a delta (or usage). */
+  delta: boolean;
+  /** ... a finish_reason or [DONE]. */
+  complete: boolean;
+  /** ... more bytes than a request may hold (MAX_HELD_BYTES). */
+  overflow: boolean;
+}
+
+/** Whether leg 1's output is still held back: false at the commit point (the first delta; held structured output's finish). */
+export function holdsUntilCommit(s: HoldInput): boolean {
+  return s.structured ? !(s.complete || s.overflow) : !(s.delta || s.complete);
+}

@@ -60,4 +60,20 @@ export class RequestCancellation {
     }
     return this.controller.signal;
   }
+
+  /** Waits `ms` (a backoff before a re-run); the cancellation ends the wait at once. */
+  sleep(ms: number): Promise<void> {
+    if (ms <= 0 || this.cancelled) return Promise.resolve();
+    return new Promise((resolve) => {
+      let stop: () => void = NOTHING;
+      const timer = setTimeout(() => {
+        stop();
+        resolve();
+      }, ms);
+      stop = this.onCancel(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
 }

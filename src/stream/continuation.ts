@@ -1,88 +1,130 @@
-// The continuation: a continuation leg is a new generation conditioned on the text the client already has (not
-// a migration of the failed replica's state). Counted (exact via the engine's /tokenize, else estimated),
-// planned (src/recovery/continuation-request.ts), admitted (a re-prefill slot), sent to a replica other than the
-// failed one, and relayed with leg 1's id and corrected usage. A continuation leg that fails after answering
-// (reset, stall, EOF) is followed by another one, from everything delivered so far, up to MAX_CONTINUATIONS
-// (default 1: the reference's two legs at most); any other failure, or the last, ends the stream with the
-// interruption event.
-import { planContinuationRequest } from '../recovery/continuation-request';
+// One continuation leg: a new generation conditioned on the text the client already has (not a migration of
+// the failed replica's state). Its steps, each returning a value the next one or the request acts on:
+// planned (counted and checked by leg2-prepare.ts, then src/recovery/continuation-request.ts), admitted (a
+// re-prefill slot), sent to a replica other than the failed one, its head checked (status, model revision),
+// relayed with leg 1's id and corrected usage (leg2-relay.ts), and judged: complete, another leg from
+// everything delivered so far (a leg that failed after answering, up to MAX_CONTINUATIONS; default 1, the
+// reference's two legs at most), or the interruption event. The request (originated-response.ts) runs the legs
+// and applies each result: it settles the slot, records the cause and delivers the ending.
+import { type Leg2Plan, planContinuationRequest, type SkipReason } from '../recovery/continuation-request';
 import { causeOf } from '../recovery/give-up-detail';
+import { classifyCase } from '../recovery/interrupted-case';
 import { revisionFromHeaders, revisionsDiffer } from '../recovery/model-revision';
 import { decidePostCommit } from '../recovery/planner';
-import type { InterruptReason } from '../recovery/reasons';
+import type { FailureCause } from '../recovery/reasons';
+import type { SlotEnd } from '../recovery/slot-evidence';
+import type { RecoveredTokens } from '../recovery/token-estimate';
 import { fromRunningUsage } from '../recovery/usage';
-import { LegOpenError } from '../upstream/client';
+import { LegOpenError, type LegResponse } from '../upstream/client';
 import { LegReader } from '../upstream/leg-reader';
-import { endCancelled, interruptStream } from './give-up';
-import { prepareContinuation } from './leg2-prepare';
+import type { CountedRecoveredTokens } from '../upstream/tokenizer';
+import type { Ending } from './ending';
+import { interruption } from './give-up';
+import type { LegFailure, LegOutcome } from './leg-loop';
+import { type Prepared, prepareContinuation } from './leg2-prepare';
 import { relayLeg2 } from './leg2-relay';
-import type { ContinuationPort } from './request-port';
+import type { ContinuationPort, CountMethod } from './request-port';
 
-/** `heldToolCall`: an incomplete tool call held back at the failure, dropped if a continuation starts. */
-export async function continueFromPrefix(r: ContinuationPort, heldToolCall: Buffer | undefined): Promise<void> {
-  for (let n = 1; await continueOnce(r, n === 1 ? heldToolCall : undefined, n); n++) {
-    // the next continuation leg, from what the client has now
-  }
+/** What one continuation leg came to, for the request to apply. */
+export interface LegResult {
+  /** Another leg from what the client has now / the request's ending / cancelled (the request ends for it). */
+  next: { again: true } | { end: Ending } | { cancelled: true };
+  /** What the leg died of (the give-up's `causes`). */
+  cause?: FailureCause;
+  /** Admitted and sent: what it recovers, and how that was counted (request_end). */
+  sent?: { recovered: RecoveredTokens; method: CountMethod };
+  /** How the leg ended for its re-prefill slot (settled once, by the request). */
+  slot?: SlotEnd;
 }
 
-/** The client left or the drain deadline came (cancellation.ts): ended for that; no further leg. */
-async function cancelled(r: ContinuationPort): Promise<false> {
-  await endCancelled(r);
-  return false;
-}
+type Planned = Extract<Leg2Plan, { kind: 'send' }>;
 
-/** Ends the stream with the interruption event; no further leg. */
-async function endWith(r: ContinuationPort, reason: InterruptReason, heldToolCall?: Buffer): Promise<false> {
-  await interruptStream(r, reason, heldToolCall);
-  return false;
-}
+const CANCELLED: LegResult = { next: { cancelled: true }, slot: { kind: 'cancelled' } };
 
-/** Continuation leg `n` (leg n + 1 of the request). True: it failed after answering and leg n + 1 may follow. */
-async function continueOnce(r: ContinuationPort, heldToolCall: Buffer | undefined, n: number): Promise<boolean> {
-  const cfg = r.ctx.config;
-  const rates = { cjk: cfg.cjkCharsPerToken, other: cfg.otherCharsPerToken };
-  const prepared = await prepareContinuation(r);
-  if (r.cancellation.cancelled) return await cancelled(r);
-  // The engine's own running count where it streamed one (continuous usage stats): exact, and what the client
-  // last saw, so the corrected usage never goes below it.
-  const counted = fromRunningUsage(r.tracker.lastUsage, r.tracker.usageCurrent, prepared.counted);
-  const plan = planContinuationRequest(r.req.payload, r.tracker, {
-    ...prepared.target,
-    rates,
-    recovered: counted,
-    designed: prepared.designed,
+/**
+ * Leg 1 failed after the commit point (logged as TRIGGERED): the interruption event it ends with, or null when
+ * continuation legs follow.
+ */
+export function decideAfterLeg1Failure(r: ContinuationPort, out: LegFailure): Ending | null {
+  const t = r.tracker;
+  const kase = classifyCase(t.toolCallsSeen, t.reasoning, t.content);
+  r.logTransition('TRIGGERED', { failure: out.failure, detail: out.detail, case: kase });
+  r.metrics.legFailure(out.failure, 'decode');
+  const d = decidePostCommit({
+    failure: out.failure,
+    leg: 1,
+    toolCallDelivered: t.toolCallsSeen,
+    recoverableText: t.reasoningChars > 0 || t.contentChars > 0,
+    continuationConfigured: r.continuationModel !== undefined,
+    continuationEnabled: r.config.continuationEnabled,
+    prefixTooLarge: t.prefixCapped,
   });
-  if (plan.kind === 'skip') {
-    const why = plan.design
-      ? {
-          family: plan.design.familyName,
-          source: plan.design.source,
-          engine: cfg.engine,
-          phase: plan.design.phase,
-          thinking: plan.design.thinking,
-          detail: plan.detail,
-          // Where the prompts parted: offsets and lengths, never text.
-          ...(plan.diff
-            ? { differs_at: plan.diff.at, expected_length: plan.diff.expectedLength, actual_length: plan.diff.actualLength }
-            : {}),
-          ...(prepared.verdict?.kind === 'differs' && prepared.verdict.tokenAt !== undefined
-            ? { differs_at_token: prepared.verdict.tokenAt }
-            : {}),
-        }
-      : {};
-    r.log.info({ decision: 'SKIPPED', reason: plan.reason, ...why }, 'no continuation leg');
-    return await endWith(r, plan.reason, heldToolCall);
-  }
+  if (d.action !== 'interrupt') return null;
+  if (d.reason === 'continuation-disabled')
+    r.log.info({ decision: 'SKIPPED', reason: d.reason, case: kase }, 'dry run: continuation detected but CONTINUATION_ENABLED=false');
+  return interruption(d.reason, out.heldToolCall);
+}
+
+/** Continuation leg `n` (leg n + 1 of the request). `heldToolCall`: a tool call held at leg 1's failure. */
+export async function runContinuationLeg(r: ContinuationPort, n: number, heldToolCall: Buffer | undefined): Promise<LegResult> {
+  const planned = await planLeg(r);
+  if (r.cancellation.cancelled) return CANCELLED;
+  if ('end' in planned) return { next: { end: interruption(planned.end, heldToolCall) } };
+  const { plan, counted } = planned;
   const refused = await r.admit(counted.promptTokens, counted.totalRecovered);
-  if (r.cancellation.cancelled) return await cancelled(r);
-  if (refused) return await endWith(r, `recovery-${refused.reason}`, heldToolCall);
+  if (r.cancellation.cancelled) return CANCELLED;
+  if (refused) return { next: { end: interruption(`recovery-${refused.reason}`, heldToolCall) } };
   if (heldToolCall)
     r.log.info(
       { decision: 'HELD_TOOL_CALL_DISCARDED', bytes: heldToolCall.length },
       'tool call held at the failure: the continuation starts before it',
     );
-  r.noteContinuation(plan.recovered, counted.method);
-  r.logTransition('ATTEMPT', {
+  const sent = { recovered: plan.recovered, method: counted.method };
+  r.logTransition('ATTEMPT', attemptRecord(n, plan, counted));
+  const opened = await sendLeg(r, n, plan);
+  if (!('res' in opened)) return { ...opened, sent };
+  const out = await relay(r, n, plan, counted, opened);
+  r.trace.legEnded(out.type, out.type === 'failed' ? out.failure : undefined);
+  return { ...judge(r, n, out), sent };
+}
+
+/** Counted, checked and planned; or the reason no continuation leg can be sent (logged as SKIPPED). */
+async function planLeg(r: ContinuationPort): Promise<{ plan: Planned; counted: CountedRecoveredTokens } | { end: SkipReason }> {
+  const cfg = r.config;
+  const prepared = await prepareContinuation(r);
+  // The engine's own running count where it streamed one (continuous usage stats): exact, and what the client
+  // last saw, so the corrected usage never goes below it.
+  const counted = fromRunningUsage(r.tracker.lastUsage, r.tracker.usageCurrent, prepared.counted);
+  const plan = planContinuationRequest(r.req.payload, r.tracker, {
+    ...prepared.target,
+    rates: { cjk: cfg.cjkCharsPerToken, other: cfg.otherCharsPerToken },
+    recovered: counted,
+    designed: prepared.designed,
+  });
+  if (plan.kind === 'send') return { plan, counted };
+  r.log.info({ decision: 'SKIPPED', reason: plan.reason, ...skipRecord(r, plan, prepared) }, 'no continuation leg');
+  return { end: plan.reason };
+}
+
+/** Why the leg was not sent, for the SKIPPED record: offsets and lengths where the prompts parted, never text. */
+function skipRecord(r: ContinuationPort, plan: Extract<Leg2Plan, { kind: 'skip' }>, prepared: Prepared): Record<string, unknown> {
+  if (!plan.design) return {};
+  const v = prepared.verdict;
+  return {
+    family: plan.design.familyName,
+    source: plan.design.source,
+    engine: r.config.engine,
+    phase: plan.design.phase,
+    thinking: plan.design.thinking,
+    detail: plan.detail,
+    ...(plan.diff ? { differs_at: plan.diff.at, expected_length: plan.diff.expectedLength, actual_length: plan.diff.actualLength } : {}),
+    ...(v?.kind === 'differs' && v.tokenAt !== undefined ? { differs_at_token: v.tokenAt } : {}),
+  };
+}
+
+/** The ATTEMPT record of continuation leg `n`. */
+function attemptRecord(n: number, plan: Planned, counted: CountedRecoveredTokens): Record<string, unknown> {
+  return {
     leg: n + 1,
     case: plan.case,
     family: plan.design.familyName,
@@ -96,7 +138,12 @@ async function continueOnce(r: ContinuationPort, heldToolCall: Buffer | undefine
     budget_fields: plan.budgetFields,
     budget_remaining: plan.budgetFields.length > 0 ? plan.body[plan.budgetFields[0]] : null,
     accounting: counted.accounting,
-  });
+  };
+}
+
+/** Sends the leg and checks its head: an event stream from leg 1's model revision, else why not. */
+async function sendLeg(r: ContinuationPort, n: number, plan: Planned): Promise<{ res: LegResponse } | LegResult> {
+  const cfg = r.config;
   const res = await r.openLeg(
     cfg.continuationUrl,
     r.requestId ? `${r.requestId}-c${n}` : undefined,
@@ -104,98 +151,98 @@ async function continueOnce(r: ContinuationPort, heldToolCall: Buffer | undefine
     true,
   );
   if (r.cancellation.cancelled) {
-    r.settleSlot({ kind: 'cancelled' });
     if (!(res instanceof LegOpenError)) res.body.destroy();
-    return await cancelled(r);
+    return CANCELLED;
   }
-  if (res instanceof LegOpenError) {
-    r.noteCause(res.kind);
-    r.settleSlot({ kind: 'open-failed', open: res.kind });
-    return await endWith(r, `leg2-failed-to-start:${res.kind}`);
-  }
+  if (res instanceof LegOpenError)
+    return {
+      next: { end: interruption(`leg2-failed-to-start:${res.kind}`) },
+      cause: res.kind,
+      slot: { kind: 'open-failed', open: res.kind },
+    };
   if (res.status !== 200) {
     // A 4xx is the engine's answer to this request, not a sign of the pool (neutral for the brake).
-    r.noteCause(`status-${res.status}`);
-    r.settleSlot({ kind: 'status', status: res.status, source: r.source });
     res.body.destroy();
-    return await endWith(r, `leg2-status-${res.status}`);
+    const slot: SlotEnd = { kind: 'status', status: res.status, source: r.source };
+    return { next: { end: interruption(`leg2-status-${res.status}`) }, cause: `status-${res.status}`, slot };
   }
   // Never stitch two models: a continuation from another revision than leg 1's ends the stream explicitly.
-  const expected = r.modelRevision;
   const leg2Revision = revisionFromHeaders(res.headers, cfg.modelRevisionHeader);
-  if (revisionsDiffer(expected, leg2Revision)) {
-    r.noteCause('model-revision-mismatch');
-    r.settleSlot({ kind: 'refused-output' });
+  if (revisionsDiffer(r.modelRevision, leg2Revision)) {
     res.body.destroy();
     r.log.warn(
-      { decision: 'REVISION_MISMATCH', model_revision: expected, leg2_model_revision: leg2Revision },
+      { decision: 'REVISION_MISMATCH', model_revision: r.modelRevision, leg2_model_revision: leg2Revision },
       'continuation from another model revision: not stitched',
     );
-    return await endWith(r, 'model-revision-mismatch');
+    return { next: { end: interruption('model-revision-mismatch') }, cause: 'model-revision-mismatch', slot: { kind: 'refused-output' } };
   }
-  const out = await relayLeg2(
+  return { res };
+}
+
+function relay(
+  r: ContinuationPort,
+  n: number,
+  plan: Planned,
+  counted: CountedRecoveredTokens,
+  { res }: { res: LegResponse },
+): Promise<LegOutcome> {
+  const leg2Revision = revisionFromHeaders(res.headers, r.config.modelRevisionHeader);
+  return relayLeg2(
     {
-      ctx: r.ctx,
+      config: r.config,
+      metrics: r.metrics,
       log: r.log,
-      delivery: r.delivery,
       tracker: r.tracker,
       recovered: plan.recovered,
       multimodal: r.req.multimodal,
       clientWantsUsage: r.req.payload.stream_options?.include_usage === true,
       accounting: { legs: n + 1, ...counted.accounting },
-      isGone: () => r.gone,
-      onFirstBytes: () => r.ctx.metrics.observeRecoveryLatency((Date.now() - r.failedAt) / 1000),
-      onFirstToken: () => {
-        r.settleSlot({ kind: 'first-token' });
-        r.trace.legFirstToken();
-      },
-      expectedRevision: leg2Revision === undefined ? expected : undefined,
+      isGone: () => r.isGone(),
+      onFirstBytes: () => r.metrics.observeRecoveryLatency((Date.now() - r.failedAt) / 1000),
+      onFirstToken: () => r.onFirstToken(),
+      expectedRevision: leg2Revision === undefined ? r.modelRevision : undefined,
       toolCallKey: r.toolCallKey,
       delivered: { reasoning: r.tracker.reasoning, content: r.tracker.content },
       phase: plan.design.phase,
       split: plan.design.shape.split,
+      deliver: (out) => r.deliver(out),
     },
     new LegReader(res.body),
   );
-  r.trace.legEnded(out.type, out.type === 'failed' ? out.failure : undefined);
-  // A leg that answered, but with text we will not append, says nothing about the pool's health.
-  const healthy = out.type === 'failed' && ['model-revision-mismatch', 'restarted', 'unexpected-output'].includes(out.failure);
-  r.settleSlot(
-    out.type !== 'failed' || r.cancellation.cancelled
-      ? { kind: 'cancelled' }
-      : healthy
-        ? { kind: 'refused-output' }
-        : { kind: 'failed', failure: out.failure, source: r.source, leg: 'continuation' },
-  );
+}
+
+/** What the relayed leg came to: complete, another leg, or the interruption event. */
+function judge(r: ContinuationPort, n: number, out: LegOutcome): LegResult {
   if (out.type === 'finished') {
-    // Leg 2's relay delivered the end; a client that left during that last write stays `gone`.
-    r.finish({ kind: 'complete', after: 'continuation' });
-    r.ctx.metrics.recovery('continuation', 'succeeded');
+    r.metrics.recovery('continuation', 'succeeded');
     r.logTransition('SUCCEEDED', { leg: n + 1 });
-    return false;
+    return { next: { end: { kind: 'complete', after: 'continuation' } }, slot: { kind: 'cancelled' } };
   }
   // Cut by the cancellation (the leg was aborted), not failed on its own.
-  if (out.type === 'gone' || r.cancellation.cancelled) return await cancelled(r);
-  r.ctx.metrics.recovery('continuation', 'failed');
-  if (out.type === 'failed') r.noteCause(causeOf(out.failure, out.emptyBody));
+  if (out.type === 'gone' || r.cancellation.cancelled) return CANCELLED;
+  r.metrics.recovery('continuation', 'failed');
+  // A leg that answered, but with text we will not append, says nothing about the pool's health.
+  const refusedOutput = ['model-revision-mismatch', 'restarted', 'unexpected-output'].includes(out.failure);
+  const slot: SlotEnd = refusedOutput
+    ? { kind: 'refused-output' }
+    : { kind: 'failed', failure: out.failure, source: r.source, leg: 'continuation' };
+  const cause = causeOf(out.failure, out.emptyBody);
   // It answered, then failed as a replica fails (not with text we refused): another leg continues from what the
   // client has now, which includes this leg's text.
-  const failure = out.type === 'failed' ? out.failure : 'reset';
-  const again = n < cfg.maxContinuations && !healthy && !r.tracker.toolCallsSeen && r.tracker.recoverable;
-  if (again && !r.tracker.prefixCapped) {
-    r.log.warn({ decision: 'TRIGGERED', failure, leg: n + 1, next_leg: n + 2 }, 'continuation leg failed: continuing again');
-    r.noteFailure();
-    return true;
+  const t = r.tracker;
+  const again = n < r.config.maxContinuations && !refusedOutput && !t.toolCallsSeen && t.recoverable;
+  if (again && !t.prefixCapped) {
+    r.log.warn({ decision: 'TRIGGERED', failure: out.failure, leg: n + 1, next_leg: n + 2 }, 'continuation leg failed: continuing again');
+    return { next: { again: true }, cause, slot };
   }
   const d = decidePostCommit({
-    failure,
+    failure: out.failure,
     leg: 2,
     toolCallDelivered: false,
     recoverableText: true,
     continuationConfigured: true,
     continuationEnabled: true,
-    prefixTooLarge: again && r.tracker.prefixCapped,
+    prefixTooLarge: again && t.prefixCapped,
   });
-  await interruptStream(r, d.action === 'interrupt' ? d.reason : 'leg2-failed');
-  return false;
+  return { next: { end: interruption(d.action === 'interrupt' ? d.reason : 'leg2-failed') }, cause, slot };
 }

@@ -1,14 +1,25 @@
 // How a request ends, as a value. Pure: the functions here decide from the request's situation which Ending
 // it gets (a failure before the first delta that is not re-run, a cancellation), and what an Ending means for
-// the request's last state and its `outcome`. OriginatedResponse.finish() records it (the only writer of the
-// outcome), report() turns it into the metrics and the request_end record; give-up.ts delivers the endings the
-// gateway writes itself.
-import type { ClientErrorCode } from '../errors';
+// the request's last state, its `outcome` and the last bytes the client gets (finalResponse). An Ending
+// carries what it delivers (the engine's answer, the failing event, a held tool call).
+// OriginatedResponse.finish() records it (the only writer of the outcome) and delivers it, once; its report
+// turns it into the metrics and the request_end record.
+import { type ClientErrorCode, clientErrorBody, clientErrorHeaders } from '../errors';
 import type { REQUEST_OUTCOMES } from '../obs/metric-labels';
 import { giveUpDetail } from '../recovery/give-up-detail';
+import { DONE_EVENT, interruptionEvent } from '../recovery/interruption';
 import type { FailureCause, FailureKind, InterruptReason, PassReason, PreCommitReason } from '../recovery/reasons';
+import type { LegResponse } from '../upstream/client';
 import type { CancelCause } from './cancellation';
+import type { ResponseHead } from './held-output';
 import type { RequestState } from './request-state';
+
+/** An engine's own answer to an attempt (a 503 before any event): passed on unchanged if no retry follows. */
+export interface EngineAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+}
 
 /** request_end's `outcome` and continuation_gateway_request_outcomes_total's label: derived from the Ending (outcomeOf). */
 export type Outcome = (typeof REQUEST_OUTCOMES)[number];
@@ -16,8 +27,11 @@ export type Outcome = (typeof REQUEST_OUTCOMES)[number];
 export type Ending =
   /** The answer's finish_reason reached the client: on the first attempt, after a re-run, or via continuation legs. */
   | { kind: 'complete'; after: 'first-attempt' | 'retry' | 'continuation' }
-  /** The interruption event and [DONE]; partialOutput false: held structured output, nothing delivered. */
-  | { kind: 'interrupted'; reason: InterruptReason | PreCommitReason; partialOutput: boolean }
+  /**
+   * The interruption event and [DONE]; partialOutput false: held structured output, nothing delivered. A tool
+   * call held back at the failure (BUFFER_TOOL_CALLS) is released before it.
+   */
+  | { kind: 'interrupted'; reason: InterruptReason | PreCommitReason; partialOutput: boolean; heldToolCall?: Buffer }
   /** The gateway's own HTTP error (nothing of the answer was delivered). */
   | {
       kind: 'http-error';
@@ -29,10 +43,12 @@ export type Ending =
       /** Every attempt's cause in words (a give-up before the first delta): the body's `detail`. */
       detail?: string;
     }
-  /** The engine's own answer, unchanged: its status and body, or its in-band error event and [DONE]. */
-  | { kind: 'engine-answer'; as: 'status' | 'event'; reason: PreCommitReason }
+  /** The engine's own answer, unchanged: its status and body ... */
+  | { kind: 'engine-answer'; as: 'status'; reason: PreCommitReason; answer: EngineAnswer }
+  /** ... or its in-band error event (after a tool call held back, if any) and [DONE]. */
+  | { kind: 'engine-answer'; as: 'event'; reason: PreCommitReason; events: Buffer }
   /** An answer that is no stream (a 4xx, a non-streamed body) relayed as the engine sent it. */
-  | { kind: 'passed-through' }
+  | { kind: 'passed-through'; answer: LegResponse }
   /** The client disconnected: nothing more is delivered. `detail`: what the ext_proc glue saw (logs only). */
   | { kind: 'client-gone'; detail: string };
 
@@ -46,12 +62,18 @@ export interface PreCommitGiveUp {
   /** The attempt's 200 event-stream headers are held (sent at the commit point). */
   attemptHadHeaders: boolean;
   /** The engine answered with a status and a body of its own (a 503 before any event). */
-  engineAnswer: boolean;
+  engineAnswer?: EngineAnswer;
+  /** The engine's in-band error or abort event that ended the attempt. */
+  failingEvent?: Buffer;
+  /** A tool call held back (BUFFER_TOOL_CALLS) when the attempt failed. */
+  heldToolCall?: Buffer;
   retryAfterMs: number;
   /** Every attempt's cause, in order, the failing one last; `attempts` were sent. */
   causes: readonly FailureCause[];
   attempts: number;
 }
+
+const NO_BYTES = Buffer.alloc(0);
 
 const TIMEOUTS: ReadonlySet<FailureKind> = new Set(['headers-timeout', 'first-delta-timeout', 'first-delta-deadline']);
 
@@ -64,9 +86,14 @@ export function endingBeforeCommit(s: PreCommitGiveUp): Ending {
   const reason: PreCommitReason = `${s.failure}:${s.reason}`;
   const refused = s.reason.startsWith('recovery-');
   if (s.structured && s.attemptHadHeaders) return { kind: 'interrupted', reason, partialOutput: false };
-  if (s.engineAnswer && !refused) return { kind: 'engine-answer', as: 'status', reason };
+  if (s.engineAnswer && !refused) return { kind: 'engine-answer', as: 'status', reason, answer: s.engineAnswer };
   if (s.attemptHadHeaders && (s.failure === 'error-event' || s.failure === 'abort-finish'))
-    return { kind: 'engine-answer', as: 'event', reason };
+    return {
+      kind: 'engine-answer',
+      as: 'event',
+      reason,
+      events: Buffer.concat([s.heldToolCall ?? NO_BYTES, s.failingEvent ?? NO_BYTES, DONE_EVENT]),
+    };
   const [status, code]: [number, ClientErrorCode] = refused
     ? [503, 'recovery_unavailable']
     : TIMEOUTS.has(s.failure)
@@ -139,5 +166,58 @@ export function reasonOf(e: Ending): string | undefined {
       return e.detail;
     default:
       return undefined;
+  }
+}
+
+/** What the request knows at the moment it delivers an Ending. */
+export interface EndFacts {
+  requestId: string | undefined;
+  /** The output the client has (token estimate): the interruption event says how much. */
+  deliveredOutputTokens: number;
+  /** The client already got a [DONE]. */
+  doneSeen: boolean;
+}
+
+/**
+ * The last of the response: the engine's answer relayed as it comes (`verbatim`), or the final bytes after
+ * what is held (`head`: a response of its own, replacing the held headers and events; `dropHeldBody`: the
+ * held events are not sent). Nothing for a client that left.
+ */
+export type FinalResponse = { verbatim: LegResponse } | { head?: ResponseHead; dropHeldBody?: boolean; tail: Buffer } | null;
+
+export function finalResponse(e: Ending, f: EndFacts): FinalResponse {
+  switch (e.kind) {
+    case 'complete':
+      return { tail: f.doneSeen ? NO_BYTES : DONE_EVENT };
+    case 'interrupted':
+      if (!e.partialOutput)
+        return {
+          dropHeldBody: true,
+          tail: interruptionEvent({ requestId: f.requestId, deliveredOutputTokens: 0, reason: e.reason, partialOutput: false }),
+        };
+      return {
+        tail: Buffer.concat([
+          e.heldToolCall ?? NO_BYTES,
+          interruptionEvent({ requestId: f.requestId, deliveredOutputTokens: f.deliveredOutputTokens, reason: e.reason }),
+        ]),
+      };
+    case 'http-error':
+      return {
+        head: { status: e.status, headers: clientErrorHeaders(e.retryAfterMs) },
+        tail: clientErrorBody({
+          code: e.code,
+          message: e.message,
+          reason: e.reason,
+          detail: e.detail,
+          requestId: f.requestId,
+          retryable: true,
+        }),
+      };
+    case 'engine-answer':
+      return e.as === 'status' ? { head: { status: e.answer.status, headers: e.answer.headers }, tail: e.answer.body } : { tail: e.events };
+    case 'passed-through':
+      return { verbatim: e.answer };
+    case 'client-gone':
+      return null;
   }
 }

@@ -1,17 +1,31 @@
 // The one read loop for a leg. Leg 1 (the original answer) and leg 2 (the continuation) read, time and end
-// the same way; they differ only in what they do with each event, which is their LegHooks (the wrapping
-// style of undici's handlers). Every silence goes to the planner (decideOnSilence); every way a leg can end
-// comes back as one LegOutcome; the leg is fenced (its socket aborted, nothing more read) on the way out.
+// the same way; they differ only in what they make of each event, which is their LegHooks (the wrapping
+// style of undici's handlers). A hook returns what the client should get (Outgoing: bytes, and the events
+// they tell the request's tracker); the loop hands each read's worth to the request's deliver(), the one
+// way to the client. Every silence goes to the planner (decideOnSilence); every way a leg can end comes
+// back as one LegOutcome; the leg is fenced (its socket aborted, nothing more read) on the way out.
 
 import type { Logger } from '../obs/logger';
+import type { Metrics } from '../obs/metrics';
 import type { FailureKind, SilenceDecision } from '../recovery/planner';
+import type { SseEvent } from '../sse/parser';
 import { type ObservedEvent, StreamTracker } from '../sse/tracker';
 import type { LegReader } from '../upstream/leg-reader';
-import type { GatewayContext } from './context';
+
+/** Bytes for the client and the events they carry (applied to the request's tracker when delivered). */
+export interface Outgoing {
+  readonly bytes: Buffer;
+  readonly events: readonly ObservedEvent[];
+  /** Leg 1 before the commit point: this item is the first delta (the commit point is reached with it). */
+  readonly commit?: boolean;
+}
+
+/** How a leg ended after its answer's finish_reason: the stream's end, a reset, or silence. */
+export type FinishedHow = 'eof' | 'reset-after-finish' | 'stall-after-finish';
 
 /** How a leg ended, from the state machine's point of view. */
 export type LegOutcome =
-  | { type: 'finished' } // finish_reason seen and the stream ended (or went quiet) after it
+  | { type: 'finished'; how: FinishedHow } // finish_reason seen and the stream ended (or went quiet) after it
   | {
       type: 'failed';
       failure: FailureKind;
@@ -25,7 +39,6 @@ export type LegOutcome =
       /** The body ended cleanly before a single byte of it: an empty answer (src/recovery/give-up-detail.ts). */
       emptyBody?: boolean;
     }
-  | { type: 'responded' } // a non-streaming answer (an error status) was passed through
   | { type: 'gone' }; // the client left
 
 export type LegFailure = Extract<LegOutcome, { type: 'failed' }>;
@@ -39,126 +52,155 @@ export interface Silence {
 }
 
 export interface LegHooks {
-  readonly ctx: GatewayContext;
+  readonly metrics: Pick<Metrics, 'malformedEvent'>;
   readonly log: Logger;
   readonly leg: 1 | 2;
   isGone(): boolean;
   /** How long the next read may wait before it counts as silence (ms). */
   idlePeriodMs(): number;
   onSilence(s: Silence): SilenceDecision;
-  /** The leg's answer is complete (a normal finish_reason was seen). */
+  /** The leg's answer is complete (a normal finish_reason was seen, in this leg's own events). */
   finished(): boolean;
-  /** Closes the client's stream after a complete answer. */
-  endAfterFinish(how: string): Promise<LegOutcome>;
+  /** The answer is complete: what the leg still holds back for the client (leg 2's first words), or why not. */
+  atFinish?(): Outgoing[] | LegFailure;
   /** A failure of this leg, with what the leg holds back at that moment (leg 1: a tool call). */
   failed(failure: FailureKind, detail?: string, failingEvent?: Buffer): LegFailure;
-  /** One classified event (not malformed, not a failure); bytes for the client go to `out`. A failure it returns ends the leg. */
-  // biome-ignore lint/suspicious/noConfusingVoidType: most hooks return nothing; a failure ends the leg
-  onEvent(o: ObservedEvent, raw: Buffer, out: Buffer[]): Promise<LegFailure | void> | LegFailure | void;
-  /** Writes what onEvent produced, honouring backpressure. */
-  write(out: Buffer[]): Promise<void> | undefined;
+  /** One classified event (not malformed, not a failure): what the client gets of it, or a failure that ends the leg. */
+  onEvent(o: ObservedEvent, raw: Buffer): readonly Outgoing[] | LegFailure;
+  /** The request's delivery of what onEvent produced (held or sent); a promise under backpressure. */
+  deliver(out: readonly Outgoing[]): Promise<void> | undefined;
   /** The first bytes of this leg arrived. */
   onFirstBytes?(): void;
-  /** A malformed event was skipped (counted for the request's record). */
-  onMalformed?(): void;
   /** The dry run's stall (decideOnSilence `skip`): reported once per silence, and the leg read on. */
   onSkipped?(failure: FailureKind, silentMs: number): void;
 }
 
+const NO_BYTES = Buffer.alloc(0);
+
+/** The answer is complete: what the leg still holds is delivered, and the leg ends `finished`. */
+async function finishLeg(h: LegHooks, how: FinishedHow): Promise<LegOutcome> {
+  const rest = h.atFinish?.() ?? [];
+  if (!Array.isArray(rest)) return rest as LegFailure;
+  if (rest.length > 0) await h.deliver(rest);
+  return { type: 'finished', how };
+}
+
 export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcome> {
-  const legStart = Date.now();
-  /** The last complete event (silence is counted from events, not bytes: a partial event is still silence). */
-  let lastByte = legStart;
-  /** Where the current wait began: the last event, or the end of the previous silent period. */
-  let waitFrom = legStart;
-  let stalledMs = 0;
+  const silence = new SilenceCount();
   let first = true;
-  // One WAITING at warn per silence (the later periods of the same silence at debug), one dry-run report.
-  let waitingLogged = false;
-  let skipReported = false;
   try {
     for (;;) {
       const period = h.idlePeriodMs();
-      // One deadline per period, counted from waitFrom: a period never restarts because the caller was busy.
-      const deadline = waitFrom + period;
+      // One deadline per period, counted from where the wait began: a period never restarts because the caller was busy.
+      const deadline = silence.waitFrom + period;
       const r = await reader.next(period > 0 ? Math.max(1, deadline - Date.now()) : 0);
       if (h.isGone()) return { type: 'gone' };
       if (r.type === 'idle') {
-        // A timer may fire a millisecond before Date.now() reaches its deadline: what was waited for is the
-        // deadline, so a silence of exactly the stall timer is never read as one millisecond short of it.
-        const now = Math.max(Date.now(), deadline);
-        // Only the silent part of this period counts (it may have started before the last event).
-        stalledMs += now - Math.max(lastByte, waitFrom);
-        waitFrom = now;
-        if (h.finished()) return await h.endAfterFinish('stall-after-finish');
-        const d = h.onSilence({
-          anyBytes: reader.anyBytes,
-          silentForMs: now - lastByte,
-          totalStalledMs: stalledMs,
-          sinceLegStartMs: now - legStart,
-        });
-        if (d.action === 'fail') return h.failed(d.failure, reader.partialBytes ? `partial-event(${reader.partialBytes}B)` : undefined);
-        if (d.action === 'skip' && !skipReported) {
-          skipReported = true;
-          h.onSkipped?.(d.failure, now - lastByte);
-        }
-        const waiting = { decision: 'WAITING', leg: h.leg, silent_ms: now - lastByte, stalled_ms: stalledMs };
-        if (waitingLogged) h.log.debug(waiting, `leg${h.leg} still silent: waiting`);
-        else h.log.warn(waiting, `leg${h.leg} silent, not actionable: waiting`);
-        waitingLogged = true;
+        const ended = await onIdle(reader, h, silence, deadline);
+        if (ended) return ended;
         continue;
       }
-      if (r.type === 'end' || r.type === 'reset') {
-        if (h.finished()) return await h.endAfterFinish(r.type === 'end' ? 'eof' : 'reset-after-finish');
-        if (r.type === 'end' && !reader.anyBytes) return { ...h.failed('eof', 'empty-body'), emptyBody: true };
-        const detail =
-          r.type === 'reset' ? errorCode(r.error) : reader.partialBytes ? `eof-mid-event(${reader.partialBytes}B)` : 'clean-eof';
-        return h.failed(r.type === 'end' ? 'eof' : 'reset', detail);
-      }
+      if (r.type === 'end' || r.type === 'reset') return await onEnd(reader, h, r);
       if (first) {
         first = false;
         h.onFirstBytes?.();
       }
-      lastByte = Date.now();
-      waitFrom = lastByte;
-      waitingLogged = false;
-      skipReported = false;
-      const out: Buffer[] = [];
-      for (const ev of r.events) {
-        const o = StreamTracker.read(ev);
-        if (o.kind === 'malformed') {
-          h.ctx.metrics.malformedEvent();
-          h.onMalformed?.();
-          h.log.warn({ decision: 'MALFORMED_EVENT', leg: h.leg, bytes: ev.raw.length }, 'malformed SSE event skipped');
-          continue;
-        }
-        const failure: FailureKind | null =
-          o.kind === 'error' ? 'error-event' : o.kind === 'chunk' && o.finishReason === 'abort' ? 'abort-finish' : null;
-        if (failure) {
-          // What came before the failing event in this read still belongs to the client.
-          if (out.length) await h.write(out);
-          return h.failed(failure, undefined, ev.raw);
-        }
-        // `[DONE]` before any finish_reason is an unfinished answer, a failure like a clean EOF: forwarded, an SDK
-        // would stop reading there and take the truncated answer for a complete one.
-        if (o.kind === 'done' && !h.finished()) {
-          if (out.length) await h.write(out);
-          return h.failed('eof', 'done-without-finish');
-        }
-        const refused = await h.onEvent(o, ev.raw, out);
-        if (refused) {
-          if (out.length) await h.write(out);
-          return refused;
-        }
-      }
-      if (out.length) {
-        const full = h.write(out);
-        if (full) await full;
-      }
+      silence.eventsArrived();
+      const ended = await onEvents(h, r.events);
+      if (ended) return ended;
     }
   } finally {
     reader.fence();
   }
+}
+
+/**
+ * The leg's silence, counted from complete events (not bytes: a partial event is still silence): how long this
+ * silence and all of the leg's silences lasted, one WAITING at warn per silence, one dry-run report.
+ */
+class SilenceCount {
+  readonly legStart = Date.now();
+  /** The last complete event. */
+  lastEvent = this.legStart;
+  /** Where the current wait began: the last event, or the end of the previous silent period. */
+  waitFrom = this.legStart;
+  stalledMs = 0;
+  waitingLogged = false;
+  skipReported = false;
+
+  eventsArrived(): void {
+    this.lastEvent = Date.now();
+    this.waitFrom = this.lastEvent;
+    this.waitingLogged = false;
+    this.skipReported = false;
+  }
+
+  /** A period waited out in silence until `now`: the planner's view of it. */
+  periodEnded(now: number, anyBytes: boolean): Silence {
+    // Only the silent part of this period counts (it may have started before the last event).
+    this.stalledMs += now - Math.max(this.lastEvent, this.waitFrom);
+    this.waitFrom = now;
+    return { anyBytes, silentForMs: now - this.lastEvent, totalStalledMs: this.stalledMs, sinceLegStartMs: now - this.legStart };
+  }
+}
+
+/** A silent period ended: the leg finished, failed, or is waited on (undefined). */
+async function onIdle(reader: LegReader, h: LegHooks, silence: SilenceCount, deadline: number): Promise<LegOutcome | undefined> {
+  // A timer may fire a millisecond before Date.now() reaches its deadline: what was waited for is the deadline, so
+  // a silence of exactly the stall timer is never read as one millisecond short of it.
+  const now = Math.max(Date.now(), deadline);
+  const s = silence.periodEnded(now, reader.anyBytes);
+  if (h.finished()) return await finishLeg(h, 'stall-after-finish');
+  const d = h.onSilence(s);
+  if (d.action === 'fail') return h.failed(d.failure, reader.partialBytes ? `partial-event(${reader.partialBytes}B)` : undefined);
+  if (d.action === 'skip' && !silence.skipReported) {
+    silence.skipReported = true;
+    h.onSkipped?.(d.failure, s.silentForMs);
+  }
+  const waiting = { decision: 'WAITING', leg: h.leg, silent_ms: s.silentForMs, stalled_ms: s.totalStalledMs };
+  if (silence.waitingLogged) h.log.debug(waiting, `leg${h.leg} still silent: waiting`);
+  else h.log.warn(waiting, `leg${h.leg} silent, not actionable: waiting`);
+  silence.waitingLogged = true;
+  return undefined;
+}
+
+/** The body ended or was reset: after the answer's finish_reason a normal end, else a failure. */
+async function onEnd(reader: LegReader, h: LegHooks, r: { type: 'end' } | { type: 'reset'; error: unknown }): Promise<LegOutcome> {
+  if (h.finished()) return await finishLeg(h, r.type === 'end' ? 'eof' : 'reset-after-finish');
+  if (r.type === 'end' && !reader.anyBytes) return { ...h.failed('eof', 'empty-body'), emptyBody: true };
+  const detail = r.type === 'reset' ? errorCode(r.error) : reader.partialBytes ? `eof-mid-event(${reader.partialBytes}B)` : 'clean-eof';
+  return h.failed(r.type === 'end' ? 'eof' : 'reset', detail);
+}
+
+/** One read's events: what the client gets of them is delivered; a failing event ends the leg (returned). */
+async function onEvents(h: LegHooks, events: readonly SseEvent[]): Promise<LegFailure | undefined> {
+  const out: Outgoing[] = [];
+  const endWith = async (f: LegFailure) => {
+    // What came before the failing event in this read still belongs to the client.
+    if (out.length) await h.deliver(out);
+    return f;
+  };
+  for (const ev of events) {
+    const o = StreamTracker.read(ev);
+    if (o.kind === 'malformed') {
+      h.metrics.malformedEvent();
+      out.push({ bytes: NO_BYTES, events: [o] }); // counted in the request's record, never sent
+      h.log.warn({ decision: 'MALFORMED_EVENT', leg: h.leg, bytes: ev.raw.length }, 'malformed SSE event skipped');
+      continue;
+    }
+    const failure: FailureKind | null =
+      o.kind === 'error' ? 'error-event' : o.kind === 'chunk' && o.finishReason === 'abort' ? 'abort-finish' : null;
+    if (failure) return await endWith(h.failed(failure, undefined, ev.raw));
+    // `[DONE]` before any finish_reason is an unfinished answer, a failure like a clean EOF: forwarded, an SDK
+    // would stop reading there and take the truncated answer for a complete one.
+    if (o.kind === 'done' && !h.finished()) return await endWith(h.failed('eof', 'done-without-finish'));
+    const got = h.onEvent(o, ev.raw);
+    if (!Array.isArray(got)) return await endWith(got as LegFailure);
+    for (const x of got) out.push(x);
+  }
+  const full = out.length ? h.deliver(out) : undefined;
+  if (full) await full; // a promise only under backpressure
+  return undefined;
 }
 
 function errorCode(e: unknown): string {

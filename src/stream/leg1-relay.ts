@@ -1,15 +1,19 @@
-// Leg 1's hooks on the leg loop: the original event bytes, untouched, from the commit point on; held back
-// before it (and, with BUFFER_TOOL_CALLS, while a tool call is incomplete). It decides nothing about
-// recovery: the loop reports how the leg ended and the state machine plans from there.
+// Leg 1's hooks on the leg loop: the original event bytes, untouched (tool_call ids aside, with an
+// Idempotency-Key), marked with the commit point where the first delta is (for held structured output: the
+// finish), and held back while a tool call is incomplete (BUFFER_TOOL_CALLS). It decides nothing about
+// recovery and writes nothing: the loop reports how the leg ended and the request plans and delivers from there.
 
+import type { GatewayConfig } from '../config/env';
+import type { Decision } from '../obs/decisions';
 import type { Logger } from '../obs/logger';
+import type { Metrics } from '../obs/metrics';
 import { withIdempotentToolCallIds } from '../openai/tool-call-ids';
-import { decideOnSilence, type FailureKind } from '../recovery/planner';
-import type { ObservedEvent, StreamTracker } from '../sse/tracker';
+import { classifyCase } from '../recovery/interrupted-case';
+import { decideOnSilence, type FailureKind, holdsUntilCommit, type SilenceDecision } from '../recovery/planner';
+import type { ObservedEvent } from '../sse/tracker';
 import type { LegReader } from '../upstream/leg-reader';
-import type { GatewayContext } from './context';
-import type { Delivery } from './delivery';
-import { type LegFailure, type LegOutcome, readLeg } from './leg-loop';
+import { type LegFailure, type LegHooks, type LegOutcome, type Outgoing, readLeg, type Silence } from './leg-loop';
+import type { TrackerView } from './request-port';
 
 /**
  * The most a request holds back (a buffered tool call, held structured output) before giving up the
@@ -17,133 +21,187 @@ import { type LegFailure, type LegOutcome, readLeg } from './leg-loop';
  */
 export const MAX_HELD_BYTES = 4 * 1024 * 1024;
 
-/** What the relay may see and do of the request it serves (OriginatedResponse provides it). */
+/** What the relay may see of the request it serves, and the request's two callbacks. */
 export interface Leg1Host {
-  readonly ctx: GatewayContext;
+  readonly config: GatewayConfig;
+  readonly metrics: Metrics;
   readonly log: Logger;
-  readonly delivery: Delivery;
-  readonly tracker: StreamTracker;
+  /** The request's tracker, read-only: the request applies what it delivers. */
+  readonly tracker: TrackerView;
   /** Held whole until finish (BUFFER_STRUCTURED_OUTPUT). */
   readonly structured: boolean;
   /** Derive tool_call ids from this key (src/openai/tool-call-ids.ts); the chunks that carry ids are re-encoded. */
   readonly toolCallKey: string | undefined;
-  /** When this attempt's first delta is due (FIRST_DELTA_TIMEOUT_SECONDS), or null (no per-attempt limit). */
-  readonly firstDeltaDeadline: number | null;
-  /** When the request's first delta is due, whatever the attempt (FIRST_DELTA_DEADLINE_SECONDS). */
-  readonly requestDeadline: number;
   isGone(): boolean;
-  /** The commit point: the first delta is about to be delivered. */
-  commit(): Promise<void>;
+  /** The request passed its commit point (read from its state). */
+  committed(): boolean;
   /**
    * The attempt produced its first token: a retry's re-prefill is over. Usually the commit point too, but held
    * structured output commits only at its finish, long after the prefill.
    */
   onFirstToken(): void;
-  /** The answer is complete; close the stream cleanly. */
-  endAfterFinish(how: string): Promise<LegOutcome>;
-  /** CONTINUATION_ENABLED=false: a stall a continuation would have followed; leg 1 is relayed on. */
-  onDryRunTrigger(failure: FailureKind, silentMs: number): void;
+  /** The request's delivery: held before the commit point, sent after it. */
+  deliver(out: readonly Outgoing[]): Promise<void> | undefined;
+  /** A decision record with the request's phase (request-record.ts). */
+  logTransition(decision: Decision, extra: Record<string, unknown>): void;
 }
 
-export function relayLeg1(h: Leg1Host, reader: LegReader): Promise<LegOutcome> {
-  const cfg = h.ctx.config;
-  // BUFFER_TOOL_CALLS: a tool call cannot be continued part-way, so it is held until complete; if the leg dies
-  // meanwhile, the continuation starts from the state before it. Holding only buys something when a
-  // continuation can follow (reference: it needs CONTINUATION_ENABLED=true).
-  const bufferToolCalls = cfg.bufferToolCalls && cfg.continuationEnabled;
-  let toolHold: { raw: Buffer[]; obs: ObservedEvent[]; bytes: number } | null = null;
-  // The deadlines before the first delta end at the attempt's first token (for held structured output long
-  // before the commit point): what follows is a generation in progress, not a wait for one.
-  let tokenSeen = false;
-  const firstDue = () => (h.firstDeltaDeadline === null ? h.requestDeadline : Math.min(h.firstDeltaDeadline, h.requestDeadline));
+/** The first-delta deadlines of this attempt (leg1-attempt.ts arms them for the wait for its head). */
+export interface FirstDeltaDeadlines {
+  /** When this attempt's first delta is due (FIRST_DELTA_TIMEOUT_SECONDS), or null (no per-attempt limit). */
+  readonly firstDeltaDeadline: number | null;
+  /** When the request's first delta is due, whatever the attempt (FIRST_DELTA_DEADLINE_SECONDS). */
+  readonly requestDeadline: number;
+}
 
-  /** Before the commit point events are held by Delivery; the commit happens at the first delta (or, for held structured output, at the finish). */
-  const deliver = async (raw: Buffer, obs: ObservedEvent[], out: Buffer[]): Promise<void> => {
-    for (const o of obs) h.tracker.apply(o);
-    if (h.delivery.committed) {
-      out.push(raw);
-      return;
+/** The part of leg 1's output held back (an incomplete tool call). */
+interface Hold {
+  raw: Buffer[];
+  obs: ObservedEvent[];
+  bytes: number;
+}
+
+export function relayLeg1(h: Leg1Host, due: FirstDeltaDeadlines, reader: LegReader): Promise<LegOutcome> {
+  return readLeg(reader, new Leg1Relay(h, due));
+}
+
+/** Leg 1's LegHooks: one attempt's state, current within one read (the request's tracker is updated per read). */
+class Leg1Relay implements LegHooks {
+  readonly leg = 1;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  /**
+   * BUFFER_TOOL_CALLS: a tool call cannot be continued part-way, so it is held until complete; if the leg dies
+   * meanwhile, the continuation starts from the state before it. Holding only buys something when a
+   * continuation can follow (reference: it needs CONTINUATION_ENABLED=true).
+   */
+  private readonly bufferToolCalls: boolean;
+  private toolHold: Hold | null = null;
+  /**
+   * The deadlines before the first delta end at the attempt's first token (for held structured output long
+   * before the commit point): what follows is a generation in progress, not a wait for one.
+   */
+  private tokenSeen = false;
+  private sawFinish = false;
+  private commitMarked = false;
+  private heldBytes = 0;
+
+  constructor(
+    private readonly h: Leg1Host,
+    private readonly due: FirstDeltaDeadlines,
+  ) {
+    this.metrics = h.metrics;
+    this.log = h.log;
+    this.bufferToolCalls = h.config.bufferToolCalls && h.config.continuationEnabled;
+  }
+
+  isGone(): boolean {
+    return this.h.isGone();
+  }
+
+  finished(): boolean {
+    return this.sawFinish;
+  }
+
+  deliver(out: readonly Outgoing[]): Promise<void> | undefined {
+    return this.h.deliver(out);
+  }
+
+  idlePeriodMs(): number {
+    const cfg = this.h.config;
+    // Before the first token the next silence check is due no later than the first-delta deadlines.
+    if (this.h.committed() || this.tokenSeen) return cfg.stallIdleTimeoutMs;
+    const { firstDeltaDeadline, requestDeadline } = this.due;
+    const firstDue = firstDeltaDeadline === null ? requestDeadline : Math.min(firstDeltaDeadline, requestDeadline);
+    return Math.max(1, Math.min(cfg.stallIdleTimeoutMs, firstDue - Date.now()));
+  }
+
+  onSilence(s: Silence): SilenceDecision {
+    const cfg = this.h.config;
+    return decideOnSilence({
+      ...s,
+      committed: this.h.committed(),
+      leg: 1,
+      recoverable: this.h.tracker.recoverable,
+      stallIdleTimeoutMs: cfg.stallIdleTimeoutMs,
+      maxStallMs: cfg.maxStallMs,
+      firstDeltaTimeoutMs: this.tokenSeen ? 0 : cfg.firstDeltaTimeoutMs,
+      untilDeadlineMs: this.tokenSeen ? null : this.due.requestDeadline - Date.now(),
+      // The dry run never changes a stream: a stall is reported, and leg 1 relayed for as long as it lives.
+      dryRun: !cfg.continuationEnabled,
+    });
+  }
+
+  onSkipped(failure: FailureKind, silentMs: number): void {
+    reportDryRunTrigger(this.h, failure, silentMs);
+  }
+
+  failed(failure: FailureKind, detail?: string, failingEvent?: Buffer): LegFailure {
+    const heldToolCall = this.toolHold ? Buffer.concat(this.toolHold.raw) : undefined;
+    return { type: 'failed', failure, detail, failingEvent, heldToolCall };
+  }
+
+  onEvent(o: ObservedEvent, raw: Buffer): readonly Outgoing[] {
+    const key = this.h.toolCallKey;
+    if (key && o.toolCall) {
+      const rewritten = withIdempotentToolCallIds(o.json, key);
+      if (rewritten) raw = Buffer.from(`data: ${JSON.stringify(rewritten)}\n\n`);
     }
-    h.delivery.hold(raw);
+    if (this.toolHold === null && !(o.toolCall && this.bufferToolCalls && o.finishReason === null)) return [this.emit(raw, [o])];
+    return this.holdToolCall(o, raw);
+  }
+
+  /** A tool call in progress is held until it completes (or grows past MAX_HELD_BYTES). */
+  private holdToolCall(o: ObservedEvent, raw: Buffer): readonly Outgoing[] {
+    const hold = (this.toolHold ??= { raw: [], obs: [], bytes: 0 });
+    hold.raw.push(raw);
+    hold.obs.push(o);
+    hold.bytes += raw.length;
+    const tooLarge = hold.bytes > MAX_HELD_BYTES;
+    if (tooLarge) {
+      // Bounded memory: a tool call this large is released as it is and no longer protected.
+      this.metrics.bufferOverflow('tool-call');
+      this.log.warn({ decision: 'HOLD_LIMIT', what: 'tool-call', bytes: hold.bytes }, 'held tool call too large: released unbuffered');
+    }
+    if (o.finishReason === null && o.kind !== 'done' && !tooLarge) return [];
+    this.toolHold = null;
+    return [this.emit(Buffer.concat(hold.raw), hold.obs)];
+  }
+
+  /** One item for the client; before the commit point, marked as the commit point where it is one. */
+  private emit(raw: Buffer, obs: ObservedEvent[]): Outgoing {
+    if (obs.some((o) => o.finishReason !== null)) this.sawFinish = true;
+    if (this.commitMarked) return { bytes: raw, events: obs };
+    this.heldBytes += raw.length;
     const complete = obs.some((o) => o.finishReason !== null || o.kind === 'done');
     const delta = obs.some((o) => o.hasDelta || o.usage);
-    const overflow = h.delivery.heldBytes > MAX_HELD_BYTES;
-    if (overflow) {
-      h.ctx.metrics.bufferOverflow('structured-output');
-      h.log.warn(
-        { decision: 'HOLD_LIMIT', what: 'structured-output', bytes: h.delivery.heldBytes },
-        'held output too large: delivered unbuffered',
-      );
+    const overflow = this.heldBytes > MAX_HELD_BYTES;
+    if (overflow && this.h.structured) {
+      this.metrics.bufferOverflow('structured-output');
+      const record = { decision: 'HOLD_LIMIT', what: 'structured-output', bytes: this.heldBytes };
+      this.log.warn(record, 'held output too large: delivered unbuffered');
     }
-    if (delta || complete) {
-      tokenSeen = true;
-      h.onFirstToken();
+    if ((delta || complete) && !this.tokenSeen) {
+      this.tokenSeen = true;
+      this.h.onFirstToken();
     }
-    if (h.structured ? complete || overflow : delta || complete) await h.commit();
-  };
+    this.commitMarked = !holdsUntilCommit({ structured: this.h.structured, delta, complete, overflow });
+    return { bytes: raw, events: obs, commit: this.commitMarked };
+  }
+}
 
-  return readLeg(reader, {
-    ctx: h.ctx,
-    log: h.log,
-    leg: 1,
-    isGone: () => h.isGone(),
-    idlePeriodMs: () => {
-      // Before the first token the next silence check is due no later than the first-delta deadlines.
-      if (h.delivery.committed || tokenSeen) return cfg.stallIdleTimeoutMs;
-      return Math.max(1, Math.min(cfg.stallIdleTimeoutMs, firstDue() - Date.now()));
-    },
-    onSilence: (s) =>
-      decideOnSilence({
-        ...s,
-        committed: h.delivery.committed,
-        leg: 1,
-        recoverable: h.tracker.recoverable,
-        stallIdleTimeoutMs: cfg.stallIdleTimeoutMs,
-        maxStallMs: cfg.maxStallMs,
-        firstDeltaTimeoutMs: tokenSeen ? 0 : cfg.firstDeltaTimeoutMs,
-        untilDeadlineMs: tokenSeen ? null : h.requestDeadline - Date.now(),
-        // The dry run never changes a stream: a stall is reported, and leg 1 relayed for as long as it lives.
-        dryRun: !cfg.continuationEnabled,
-      }),
-    onSkipped: (failure, silentMs) => h.onDryRunTrigger(failure, silentMs),
-    finished: () => h.tracker.finished,
-    endAfterFinish: (how) => h.endAfterFinish(how),
-    failed: (failure, detail, failingEvent): LegFailure => ({
-      type: 'failed',
-      failure,
-      detail,
-      failingEvent,
-      heldToolCall: toolHold ? Buffer.concat(toolHold.raw) : undefined,
-    }),
-    onMalformed: () => h.tracker.malformed++,
-    onEvent: async (o, raw, out) => {
-      if (h.toolCallKey && o.toolCall) {
-        const rewritten = withIdempotentToolCallIds(o.json, h.toolCallKey);
-        if (rewritten) raw = Buffer.from(`data: ${JSON.stringify(rewritten)}\n\n`);
-      }
-      if (toolHold) {
-        toolHold.raw.push(raw);
-        toolHold.obs.push(o);
-        toolHold.bytes += raw.length;
-        const tooLarge = toolHold.bytes > MAX_HELD_BYTES;
-        if (tooLarge) {
-          // Bounded memory: a tool call this large is released as it is and no longer protected.
-          h.ctx.metrics.bufferOverflow('tool-call');
-          h.log.warn({ decision: 'HOLD_LIMIT', what: 'tool-call', bytes: toolHold.bytes }, 'held tool call too large: released unbuffered');
-        }
-        if (o.finishReason !== null || o.kind === 'done' || tooLarge) {
-          const held = toolHold;
-          toolHold = null;
-          await deliver(Buffer.concat(held.raw), held.obs, out);
-        }
-        return;
-      }
-      if (o.toolCall && bufferToolCalls && o.finishReason === null) {
-        toolHold = { raw: [raw], obs: [o], bytes: raw.length };
-        return;
-      }
-      await deliver(raw, [o], out);
-    },
-    write: (out) => h.delivery.write(out.length === 1 ? out[0] : Buffer.concat(out)),
-  });
+/**
+ * CONTINUATION_ENABLED=false: leg 1 stalled where a continuation would have followed. Detected and logged as
+ * TRIGGERED then SKIPPED (the reason a continuation would give), and nothing else: the dry run never changes
+ * a stream, leg 1 is relayed for as long as it lives.
+ */
+function reportDryRunTrigger(h: Leg1Host, failure: FailureKind, silentMs: number): void {
+  const t = h.tracker;
+  const kase = classifyCase(t.toolCallsSeen, t.reasoning, t.content);
+  h.logTransition('TRIGGERED', { failure, detail: `silent ${silentMs} ms`, case: kase, dry_run: true });
+  h.metrics.legFailure(failure, 'decode');
+  h.log.info(
+    { decision: 'SKIPPED', reason: 'continuation-disabled', case: kase, dry_run: true },
+    'dry run: continuation detected but CONTINUATION_ENABLED=false; leg 1 relayed on',
+  );
 }

@@ -7,7 +7,6 @@ import { type ContinuationTarget, type Designed, designLeg2 } from '../recovery/
 import { AVOID_HOST_HEADER } from '../request/forward-headers';
 import { type EngineVerdict, engineCheck } from '../templates/engine-check';
 import { type CountedRecoveredTokens, countRecoveredTokens } from '../upstream/tokenizer';
-import { continuationModelOf } from './context';
 import type { ContinuationPort } from './request-port';
 
 export interface Prepared {
@@ -19,7 +18,7 @@ export interface Prepared {
 
 /** Where the engine can be asked (TOKENIZE_URL, else DOWNSTREAM_URL's /tokenize), when it should be. */
 function engineCheckUrl(r: ContinuationPort, designed: Designed): string | undefined {
-  const cfg = r.ctx.config;
+  const cfg = r.config;
   if (cfg.engine === 'sglang' || 'unsupported' in designed) return undefined;
   // Asked with CHAT_TEMPLATE set (a file, or `auto`: then the engine may be the only renderer); TOKENIZE_URL alone
   // is for counting, and an engine's chat /tokenize may render a template the table was not proven against.
@@ -31,36 +30,36 @@ async function askEngine(r: ContinuationPort, designed: Designed, headers: Recor
   const url = engineCheckUrl(r, designed);
   if (!url || 'unsupported' in designed) return undefined;
   const d = designed.design;
-  const deadline = AbortSignal.timeout(r.ctx.config.tokenizeTimeoutMs);
+  const deadline = AbortSignal.timeout(r.config.tokenizeTimeoutMs);
   const signal = AbortSignal.any([deadline, r.cancellation.signal]);
   return engineCheck({
-    engine: r.ctx.config.engine === 'vllm' ? 'vllm' : 'llamacpp',
+    engine: r.config.engine === 'vllm' ? 'vllm' : 'llamacpp',
     tokenizeUrl: url,
     original: r.req.payload as JsonObject,
     candidates: d.candidates ?? [d.shape.message],
     fields: d.shape.fields,
     raw: d.raw,
     prompt1: d.prompt1,
-    bosToken: r.ctx.chatTemplate?.served()?.special.bos_token,
+    bosToken: r.chatTemplate?.served()?.special.bos_token,
     signal,
     headers,
   });
 }
 
 export async function prepareContinuation(r: ContinuationPort): Promise<Prepared> {
-  const cfg = r.ctx.config;
+  const cfg = r.config;
   const now = new Date();
   const clock = { leg1At: new Date(r.leg1SentAt), now };
   const target: ContinuationTarget = {
-    continuationModel: continuationModelOf(r.ctx) ?? '',
+    continuationModel: r.continuationModel ?? '',
     engine: cfg.engine,
-    served: r.ctx.chatTemplate?.served(),
+    served: r.chatTemplate?.served(),
     clock,
   };
   // The date first: an engine asked now renders both prompts with today's date and could not tell.
   const started = performance.now();
   const designed = withDateRule(designLeg2(r.req.payload, r.tracker, target), clock);
-  r.ctx.metrics.observeContinuationPrepare(designed.design.source ?? 'generic', (performance.now() - started) / 1000);
+  r.metrics.observeContinuationPrepare(designed.design.source ?? 'generic', (performance.now() - started) / 1000);
   // The raw text leg 2's prompt continues from, counted too: leg 2's prompt_tokens minus it is the original
   // prompt. A cut that cannot be continued has no prefix; planContinuationRequest says why.
   const prefix = 'unsupported' in designed ? '' : designed.design.raw;
@@ -70,7 +69,7 @@ export async function prepareContinuation(r: ContinuationPort): Promise<Prepared
   const countStarted = performance.now();
   const [counted, verdict] = await Promise.all([
     countRecoveredTokens(r.req.payload, r.tracker.reasoning, r.tracker.content, {
-      tokenizer: r.ctx.tokenizer,
+      tokenizer: r.tokenizer,
       // The served template's rendering of the original request, when the design has it: TOKENIZER counts it.
       promptText: 'unsupported' in designed ? undefined : designed.design.prompt1,
       url: cfg.tokenizeUrl,
@@ -84,7 +83,7 @@ export async function prepareContinuation(r: ContinuationPort): Promise<Prepared
       headers,
       signal: cfg.tokenizeUrl ? r.cancellation.signal : undefined,
     }).then((c) => {
-      r.ctx.metrics.observeContinuationCount(c.method, (performance.now() - countStarted) / 1000);
+      r.metrics.observeContinuationCount(c.method, (performance.now() - countStarted) / 1000);
       return c;
     }),
     askEngine(r, designed, headers),

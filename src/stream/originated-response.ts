@@ -1,130 +1,79 @@
 // The whole life of one in-scope streaming chat completion whose response the sidecar originates, top-down:
-// run() -> leg 1 attempts (re-run whole before the first delta) -> the commit point -> on a failure after
-// it, ONE continuation leg from the delivered text, or the interruption event. The state is one field
-// (request-state.ts) changed only by move(), privately; how the request ends is a value (ending.ts) that
-// finish() records, the only writer of the outcome, and report() turns into the end-of-request metrics and
-// the request_end record (request-record.ts), once. Every decision is a pure function in src/recovery/; how a
-// request gives up is give-up.ts.
+// run() -> leg 1 attempts (re-run whole before the first delta) -> the commit point -> on a failure after it,
+// continuation legs from the delivered text, or the interruption event. This module owns the client side:
+// the state (request-state.ts, changed only by move()), the tracker of what was delivered, the only
+// ClientSide (client-side.ts), and how the request ends: finish(ending) records the Ending and delivers it,
+// once. Every other module here is a step that returns a value (leg1-attempt, leg1-retry, continuation,
+// give-up, and the relays, whose bytes come back through deliver()) or an adapter (leg-sender, admit,
+// client-side, verbatim); every decision is a pure function in src/recovery/.
 //
-// Every leg is fenced when superseded: cancelLeg() aborts it (the replica frees the slot) and no byte it
-// still sends reaches the client. A client that leaves and the drain deadline are one cancellation
-// (cancellation.ts): every wait of the request subscribes to it, and endCancelled() ends the request for it.
+// Every leg is fenced when superseded: cancelLeg() aborts it (the replica frees the slot) and no byte it still
+// sends reaches the client. A client that leaves and the drain deadline are one cancellation (cancellation.ts).
 
-import type { ProcessorStream } from '../extproc/processor-stream';
 import { withDecisionEvents } from '../obs/decision-events';
 import type { Decision } from '../obs/decisions';
 import type { Logger } from '../obs/logger';
 import { NO_TRACING, type RequestTrace } from '../obs/tracing';
-import { idempotencyKeyOf } from '../openai/tool-call-ids';
-import type { ReprefillSlot } from '../recovery/admission';
 import { causeOf } from '../recovery/give-up-detail';
-import { classifyCase } from '../recovery/interrupted-case';
-import { DONE_EVENT } from '../recovery/interruption';
-import { decidePostCommit, decidePreCommit, type FailureKind, parseRetryAfter, retryBackoffMs } from '../recovery/planner';
-import type { FailureCause } from '../recovery/reasons';
-import { requestSource } from '../recovery/request-source';
-import { type SlotEnd, slotEvidence } from '../recovery/slot-evidence';
-import { estimateTokens, promptText, type RecoveredTokens } from '../recovery/token-estimate';
-import { legRequestHeaders, upstreamHost } from '../request/forward-headers';
 import { StreamTracker } from '../sse/tracker';
-import { LegAbort, LegOpenError, type LegResponse } from '../upstream/client';
-import { admitRecovery } from './admit';
+import { RECOVERY_WAIT_COMMENT, RecoverySlot } from './admit';
 import { RequestCancellation } from './cancellation';
-import { continuationModelOf, type GatewayContext, type InScopeRequest } from './context';
-import { continueFromPrefix } from './continuation';
-import { Delivery } from './delivery';
-import { type Ending, type Outcome, outcomeOf, reasonOf, stateFor } from './ending';
-import { answerError, deliveredTokens, endCancelled, gatewayError, interruptStream, passFailureThrough } from './give-up';
-import type { LegFailure, LegOutcome } from './leg-loop';
-import { runLeg1Attempt } from './leg1-attempt';
-import type { AttemptHead, ContinuationPort, CountMethod, Leg1Port, Refusal } from './request-port';
-import { type PhaseSnapshot, requestEndRecord, transitionRecord } from './request-record';
-import { canMove, IllegalTransitionError, type RequestState } from './request-state';
+import { ClientSide, type ClientWire } from './client-side';
+import type { GatewayContext, InScopeRequest } from './context';
+import { decideAfterLeg1Failure, runContinuationLeg } from './continuation';
+import { type Ending, endingForCancel, finalResponse, type Outcome, outcomeOf, stateFor } from './ending';
+import { internalError, logInterruption } from './give-up';
+import type { LegFailure, LegOutcome, Outgoing } from './leg-loop';
+import { LegSender } from './leg-sender';
+import { startLeg1Attempt } from './leg1-attempt';
+import { relayLeg1 } from './leg1-relay';
+import { retryOrGiveUp } from './leg1-retry';
+import { newFacts, type PhaseSnapshot, phaseOf, reportRequestEnd, transitionRecord } from './request-record';
+import { canMove, IllegalTransitionError, isCommitted, type RequestState } from './request-state';
+import { type RequestActions, RequestView } from './request-view';
 
-export class OriginatedResponse implements Leg1Port, ContinuationPort {
+export class OriginatedResponse {
   private current: RequestState = 'prefill';
   /** How the request ended (finish()); the outcome is derived from it. */
   private ending: Ending | undefined;
-  attempt = 0;
-  legs = 0;
-  tracker: StreamTracker;
-  readonly delivery: Delivery;
-  readonly log: Logger;
-  readonly requestId: string | undefined;
-  readonly started = Date.now();
-  /** FIRST_DELTA_DEADLINE_SECONDS after the request arrived: its first delta, or an explicit error, by then. */
-  readonly firstDeltaDue: number;
-  /** When the latest leg 1 attempt was sent: its engine rendered the uninterrupted prompt as of then. */
-  leg1SentAt = this.started;
-  /** When the first delta went out: the commit point, set by commit() only. */
-  private committedAt: number | null = null;
-  private upstreamStatus: number | null = null;
-  private recovered: RecoveredTokens | null = null;
-  private countMethod: CountMethod = 'estimate';
-  /** Whether the current attempt's 200 event-stream headers are held (sent at the commit point). */
-  private heldHeaders = false;
-  private failureSeenAt = 0;
-  private abort: LegAbort | null = null;
-  /** The re-prefill slot of the recovery leg in flight (a retry or the continuation), until its first token. */
-  private slot: ReprefillSlot | null = null;
+  private tracker: StreamTracker;
+  /** What the request records of itself as it goes (request-record.ts): its records and its end read it. */
+  private readonly facts = newFacts();
+  private readonly client: ClientSide;
+  private readonly sender: LegSender;
+  private readonly slot: RecoverySlot;
+  /** The request as its steps see it (request-view.ts). */
+  private readonly view: RequestView;
+  private readonly log: Logger;
+  private readonly trace: RequestTrace;
   /** The client left, or the drain deadline shut the request down. */
   readonly cancellation = new RequestCancellation();
-  /** The replica that served the last leg (from the egress listener), which a recovery leg asks to avoid. */
-  lastHost: string | undefined;
-  /** Leg 1's model revision from its response header (else its system_fingerprint: modelRevision). */
-  private leg1HeaderRevision: string | undefined;
-  /** How the previous leg 1 attempt failed before its first token (the brake's `repeat` evidence). */
-  private previousFailure: FailureKind | undefined;
-  /** What each failed attempt and leg died of, in order: a give-up names them all (give-up.ts). */
-  readonly causes: FailureCause[] = [];
-  /** Client-named requests get tool_call ids derived from the name (src/openai/tool-call-ids.ts). */
-  readonly toolCallKey: string | undefined;
-  /** This request's spans (src/obs/tracing.ts: a no-op unless an OTLP endpoint is configured). */
-  readonly trace: RequestTrace;
 
   constructor(
-    readonly ctx: GatewayContext,
-    stream: ProcessorStream,
-    readonly req: InScopeRequest,
+    private readonly ctx: GatewayContext,
+    wire: ClientWire,
+    private readonly req: InScopeRequest,
   ) {
-    this.delivery = new Delivery(stream);
+    this.client = new ClientSide(wire);
     this.tracker = new StreamTracker(ctx.config.maxContinuationPrefixBytes);
-    this.requestId = req.clientHeaders['x-request-id'];
     this.trace = (ctx.tracing ?? NO_TRACING).request(req.clientHeaders, req.payload.model, req.payload.max_tokens);
     // Its decision records are also the request span's events (src/obs/decision-events.ts).
-    this.log = withDecisionEvents(ctx.log.child({ request_id: this.requestId }), this.trace, ctx.tracing?.enabled === true);
-    this.toolCallKey = idempotencyKeyOf(req.clientHeaders);
-    this.firstDeltaDue = this.started + ctx.config.firstDeltaDeadlineMs;
+    const child = ctx.log.child({ request_id: req.clientHeaders['x-request-id'] });
+    this.log = withDecisionEvents(child, this.trace, ctx.tracing?.enabled === true);
+    this.sender = new LegSender(ctx, req, this.trace, this.cancellation, this.facts.started);
+    this.slot = new RecoverySlot(ctx, this.log, this.cancellation);
+    this.view = new RequestView(ctx, req, this.facts, this.sender, this.log, this.trace, this.cancellation, this.actions());
     // The leg in flight is the first thing a cancellation stops (openLeg refuses new ones after it).
-    this.cancellation.onCancel(() => this.abort?.abort());
-  }
-
-  /** Who sent this request, as the brake tells `repeat` failures apart (a digest, never logged). */
-  get source(): string {
-    return requestSource(this.req.clientHeaders, this.req.rawBody);
-  }
-
-  /** The model revision of the answer the client is getting (leg 1's), if any source named it. */
-  get modelRevision(): string | undefined {
-    return this.leg1HeaderRevision ?? this.tracker.systemFingerprint ?? undefined;
-  }
-
-  /**
-   * The one way the state changes; an illegal move, from a terminal state included, throws (run() then ends the
-   * request as a bug). Each move is made before the await that delivers it, so a client that leaves during
-   * that await cannot make it late.
-   */
-  private move(to: RequestState): void {
-    if (!canMove(this.current, to)) throw new IllegalTransitionError(this.current, to);
-    this.current = to;
+    this.cancellation.onCancel(() => this.sender.cancel());
   }
 
   get state(): RequestState {
     return this.current;
   }
 
-  get firstDeltaAt(): number | null {
-    return this.committedAt;
+  /** Past the commit point: the first delta (and everything before it) reached the client. */
+  get committed(): boolean {
+    return isCommitted(this.current);
   }
 
   /** request_end's outcome: derived from the Ending; `in-progress` until there is one. */
@@ -132,49 +81,35 @@ export class OriginatedResponse implements Leg1Port, ContinuationPort {
     return this.ending ? outcomeOf(this.ending) : 'in-progress';
   }
 
-  get reason(): string | undefined {
-    return this.ending ? reasonOf(this.ending) : undefined;
-  }
-
-  /**
-   * Records how the request ends and moves it to the state that Ending leaves it in, before the await that
-   * delivers it. Once: after a client that left (false: deliver nothing more); any other second ending is a
-   * bug and throws, like an illegal move.
-   */
-  finish(e: Ending): boolean {
-    if (this.ending?.kind === 'client-gone') return false;
-    if (this.ending) throw new IllegalTransitionError(this.current, stateFor(e));
-    this.move(stateFor(e));
-    this.ending = e;
-    return true;
-  }
-
-  get gone(): boolean {
+  private get gone(): boolean {
     return this.cancellation.cause === 'client-gone';
   }
 
-  get shuttingDown(): boolean {
-    return this.cancellation.cause === 'shutdown';
+  /** The output the client has (reasoning, content, tool calls), as a token estimate. */
+  private delivered(): number {
+    return this.tracker.deliveredTokenEstimate(this.ctx.config.cjkCharsPerToken, this.ctx.config.otherCharsPerToken);
   }
 
-  /**
-   * Drain deadline: whatever the request waits on ends now, and so does any wait it starts later; it then ends
-   * with the interruption event (committed) or a 503 (endCancelled).
-   */
+  /** The model revision of the answer the client is getting (leg 1's header, else its system_fingerprint). */
+  private get modelRevision(): string | undefined {
+    return this.facts.leg1HeaderRevision ?? this.tracker.systemFingerprint ?? undefined;
+  }
+
+  /** The one way the state changes, before the await that delivers it; an illegal move throws (a bug). */
+  private move(to: RequestState): void {
+    if (!canMove(this.current, to)) throw new IllegalTransitionError(this.current, to);
+    this.current = to;
+  }
+
+  /** Drain deadline: whatever the request waits on ends now; it then ends with the interruption event or a 503. */
   shutdown(): void {
-    if (this.ending) return;
-    this.cancellation.cancel('shutdown');
+    if (!this.ending) this.cancellation.cancel('shutdown');
   }
 
   /** The client disconnected (the ext_proc glue tells us): every upstream leg and wait ends now. */
   clientGone(detail: string): void {
     this.cancellation.cancel('client-gone');
-    if (!this.ending) this.finish({ kind: 'client-gone', detail });
-  }
-
-  /** Fences the current leg (superseded, timed out, or the request is ending). */
-  cancelLeg(): void {
-    this.abort?.abort();
+    if (!this.ending) void this.finish({ kind: 'client-gone', detail });
   }
 
   async run(): Promise<void> {
@@ -182,305 +117,182 @@ export class OriginatedResponse implements Leg1Port, ContinuationPort {
     try {
       await this.runLeg1Attempts();
     } catch (e) {
-      // A bug must not leave the client hanging: end with the interruption event (or a reset if nothing can
-      // be written any more) and log the error with its stack.
+      // A bug must not leave the client hanging: the interruption event (a 500 before the commit point), or a
+      // reset if it came while an ending was delivered (that ending stands); logged with its stack.
       this.log.error({ err: e }, 'unexpected error in originated response');
-      // Already ended (the bug came while delivering it): the delivery is cut, the recorded ending stands.
-      const end = this.ending
-        ? Promise.reject(e)
-        : this.delivery.committed
-          ? interruptStream(this, 'gateway-internal-error')
-          : answerError(this, gatewayError(500, 'gateway_error', 'The gateway failed unexpectedly.', 'gateway-internal-error'));
-      await end.catch(() => this.delivery.reset('gateway-internal-error'));
+      await (this.ending ? Promise.reject(e) : this.finish(internalError(this.committed))).catch(() =>
+        this.client.reset('gateway-internal-error'),
+      );
     } finally {
       this.ctx.inFlight.delete(this);
-      this.cancelLeg();
-      this.settleSlot({ kind: 'cancelled' }); // still held: its leg never settled it, which says nothing
-      this.report();
-      this.trace.end(this);
+      this.sender.cancel();
+      this.slot.settle({ kind: 'cancelled' }); // still held: its leg never settled it, which says nothing
+      const end = { phase: this.phase(), ending: this.ending, tracker: this.tracker, facts: this.facts, delivered: this.delivered() };
+      reportRequestEnd(this.ctx.metrics, this.log, this.trace, end);
     }
   }
 
-  /** The end of the request, once: its metrics and its request_end record, both from the recorded Ending. */
-  private report(): void {
-    let ending = this.ending;
-    if (!ending) {
-      // Every path records an Ending; a request without one is a bug, counted as such, never as a success.
-      this.log.error({ phase: this.current }, 'request ended without an ending');
-      ending = { kind: 'interrupted', reason: 'gateway-internal-error', partialOutput: this.delivery.committed };
+  /**
+   * Records how the request ends (moving it to the state that Ending leaves it in) and delivers it: once. After a
+   * client that left nothing is delivered (false); any other second ending is a bug and throws.
+   */
+  async finish(e: Ending): Promise<boolean> {
+    if (this.ending?.kind === 'client-gone') {
+      if (e.kind === 'passed-through') e.answer.body.destroy();
+      return false;
     }
-    const totalMs = Date.now() - this.started;
-    const m = this.ctx.metrics;
-    if (ending.kind === 'interrupted') m.interruptionEvent(ending.reason);
-    m.requestEnded({
-      legs: this.legs,
-      recoveredTokens: this.recovered?.totalRecovered ?? 0,
-      retried: this.attempt > 1,
-      firstDeltaSent: this.committedAt !== null,
-    });
-    m.requestOutcome(outcomeOf(ending), totalMs / 1000);
-    this.log.info(
-      requestEndRecord(this.phase(), {
-        tracker: this.tracker,
-        deliveredOutputTokens: deliveredTokens(this),
-        recovered: this.recovered,
-        countMethod: this.countMethod,
-        outcome: outcomeOf(ending),
-        reason: reasonOf(ending),
-        causes: this.causes,
-        upstreamStatus: this.upstreamStatus,
-        ttfdMs: this.committedAt === null ? null : this.committedAt - this.started,
-        totalMs,
-      }),
-      'request_end',
-    );
+    if (this.ending) throw new IllegalTransitionError(this.current, stateFor(e));
+    this.move(stateFor(e));
+    this.ending = e;
+    if (e.kind !== 'complete' && e.kind !== 'passed-through') this.sender.cancel(); // a passed-through body is still read
+    const delivered = this.delivered();
+    logInterruption(this.log, e, delivered, this.facts.causes);
+    const end = finalResponse(e, { requestId: this.view.requestId, deliveredOutputTokens: delivered, doneSeen: this.tracker.doneSeen });
+    if (end !== null) await this.client.end(end, () => this.gone);
+    return true;
   }
 
-  /** Where the request stands, for every log record (request-record.ts). */
-  private phase(): PhaseSnapshot {
-    return {
-      completionId: this.tracker.id,
-      state: this.current,
-      cancelled: this.cancellation.cause ?? null,
-      attempt: this.attempt,
-      legs: this.legs,
-      replica: this.lastHost ?? null,
-      firstDeltaSent: this.committedAt !== null,
-      modelRevision: this.modelRevision ?? null,
-    };
+  /**
+   * A leg's output, in order: its events go into the tracker; its bytes are held before the commit point (the
+   * item marked `commit` passes it) and sent after it; nothing once the request has ended.
+   */
+  private readonly deliver = (items: readonly Outgoing[]): Promise<void> | undefined => {
+    if (this.current === 'prefill') return this.holdUntilCommit(items);
+    if (this.current !== 'decode' && this.current !== 'continuing') return undefined;
+    const bytes: Buffer[] = [];
+    for (const it of items) {
+      for (const o of it.events) this.tracker.apply(o);
+      bytes.push(it.bytes);
+    }
+    return this.client.send(bytes.length === 1 ? bytes[0] : Buffer.concat(bytes));
+  };
+
+  private async holdUntilCommit(items: readonly Outgoing[]): Promise<void> {
+    for (let i = 0; i < items.length; i++) {
+      for (const o of items[i].events) this.tracker.apply(o);
+      this.client.hold(items[i].bytes);
+      if (items[i].commit && (await this.commit())) return await this.deliver(items.slice(i + 1));
+    }
+  }
+
+  /** The commit point: the first delta goes out, with the held head and events before it. */
+  private async commit(): Promise<boolean> {
+    this.slot.settle({ kind: 'first-token' });
+    if (this.gone) return false; // left while an earlier event of the same read was written: the leg loop ends next
+    this.move('decode');
+    this.facts.committedAt = Date.now();
+    const ttfd = this.facts.committedAt - this.facts.started;
+    this.ctx.metrics.observeFirstDelta(ttfd / 1000);
+    if (this.facts.attempt === 1) this.ctx.admission.observeFirstToken?.(ttfd); // the adaptive limit's baseline
+    await this.client.release();
+    this.logTransition('FIRST_DELTA', { ttfd_ms: ttfd });
+    return true;
   }
 
   private async runLeg1Attempts(): Promise<void> {
+    const f = this.facts;
     for (;;) {
-      this.attempt++;
+      f.attempt++;
       this.logTransition('ATTEMPT', { leg: 1 });
-      const out = await runLeg1Attempt(this);
+      const out = await this.runLeg1Attempt();
       this.trace.legEnded(out.type, out.type === 'failed' ? out.failure : undefined);
-      this.settleSlot(
-        out.type === 'failed' && !this.cancellation.cancelled
-          ? { kind: 'failed', failure: out.failure, previous: this.previousFailure, source: this.source, leg: 'leg1' }
-          : { kind: 'cancelled' },
-      );
+      if (out.type === 'ended') return void (await this.finish(out.ending));
+      if (out.type === 'finished') return await this.complete(out.how);
       if (out.type === 'failed') {
-        this.previousFailure = out.failure;
-        this.causes.push(causeOf(out.failure, out.emptyBody));
+        // Cut by the cancellation, the failure says nothing of the pool.
+        const failed = {
+          kind: 'failed',
+          failure: out.failure,
+          previous: f.previousFailure,
+          source: this.view.source,
+          leg: 'leg1',
+        } as const;
+        this.slot.settle(this.cancellation.cancelled ? { kind: 'cancelled' } : failed);
+        f.previousFailure = out.failure;
+        f.causes.push(causeOf(out.failure, out.emptyBody));
       }
-      if (out.type === 'finished' || out.type === 'responded') return; // ended (finish) by the attempt
-      if (out.type === 'gone' || this.cancellation.cancelled) return await endCancelled(this);
-      if (this.delivery.committed) return await this.onPostCommitFailure(out);
-      this.ctx.metrics.legFailure(out.failure, 'prefill');
-      const cfg = this.ctx.config;
-      const retryAfterMs = parseRetryAfter(out.engineAnswer?.headers['retry-after'], Date.now());
-      const d = decidePreCommit({
-        failure: out.failure,
-        attempt: this.attempt,
-        maxAttempts: cfg.maxAttempts,
-        remainingMs: this.firstDeltaDue - Date.now(),
-        backoffMs: retryBackoffMs(this.attempt, cfg.retryBackoffMs, cfg.retryBackoffMaxMs),
-        retryAfterMs,
-        retryAfterMaxMs: cfg.retryAfterMaxMs,
-      });
-      if (d.action === 'pass-through') return await passFailureThrough(this, out, d.reason);
-      // The backoff first, holding no re-prefill slot; then the slot: a retry re-prefills the prompt, so it
-      // waits for one like any recovery. Both within the request's deadline.
-      await this.pause(d.waitMs);
-      if (this.cancellation.cancelled) return await endCancelled(this);
-      const refused = await this.admit(
-        estimateTokens(promptText(this.req.payload), cfg.cjkCharsPerToken, cfg.otherCharsPerToken),
-        0,
-        this.firstDeltaDue,
-      );
-      if (this.cancellation.cancelled) return await endCancelled(this);
-      if (refused?.reason === 'deadline') return await passFailureThrough(this, out, 'deadline-exceeded');
-      if (refused) return await passFailureThrough(this, out, `recovery-${refused.reason}`, refused.retryAfterMs);
-      this.ctx.metrics.recovery('retry', 'started');
-      this.logTransition('RETRY', {
-        failure: out.failure,
-        detail: out.detail,
-        backoff_ms: d.waitMs,
-        ...(retryAfterMs !== undefined ? { retry_after_ms: retryAfterMs } : {}),
-      });
-      this.delivery.discardAttempt();
+      if (out.type === 'gone' || this.cancellation.cancelled) return await this.endCancelled();
+      if (this.committed) return await this.continueAfter(out);
+      const next = await retryOrGiveUp(this.view, out);
+      if ('end' in next) return void (await this.finish(next.end));
+      if ('cancelled' in next) return await this.endCancelled();
+      this.client.newAttempt(null);
       this.tracker = new StreamTracker(this.ctx.config.maxContinuationPrefixBytes);
     }
   }
 
-  /** Waits before a re-run; the request's cancellation ends the wait at once. */
-  private pause(ms: number): Promise<void> {
-    if (ms <= 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      let stop: () => void = () => undefined;
-      const timer = setTimeout(() => {
-        stop();
-        resolve();
-      }, ms);
-      stop = this.cancellation.onCancel(() => {
-        clearTimeout(timer);
-        resolve();
-      });
-    });
+  /** One leg 1 attempt: its head (leg1-attempt.ts), then its event stream (leg1-relay.ts). */
+  private async runLeg1Attempt(): Promise<LegOutcome | { type: 'ended'; ending: Ending }> {
+    const start = await startLeg1Attempt(this.view);
+    if (start.status !== null) this.facts.upstreamStatus = start.status;
+    if (start.type === 'ended') this.slot.settle(start.slot);
+    if (start.type !== 'stream') return start;
+    this.client.newAttempt(start.head);
+    this.facts.leg1HeaderRevision = start.revision;
+    return relayLeg1(this.view, start, start.reader);
   }
 
-  get attemptHadHeaders(): boolean {
-    return this.heldHeaders;
-  }
-
-  get failedAt(): number {
-    return this.failureSeenAt;
-  }
-
-  noteHead(head: AttemptHead | null): void {
-    this.heldHeaders = head?.eventStream === true;
-    if (head === null) return;
-    this.upstreamStatus = head.status;
-    if (head.eventStream) this.leg1HeaderRevision = head.revision;
-  }
-
-  noteContinuation(recovered: RecoveredTokens, countMethod: CountMethod): void {
-    this.recovered = recovered;
-    this.countMethod = countMethod;
-  }
-
-  noteFailure(): void {
-    this.failureSeenAt = Date.now();
-  }
-
-  noteCause(cause: FailureCause): void {
-    this.causes.push(cause);
-  }
-
-  /** A re-prefill slot, waiting at most until `due` (the first-delta deadline of a retry): then `deadline`. */
-  async admit(promptTokens: number, deliveredTokens: number, due?: number): Promise<Refusal> {
-    let late = false;
-    let timer: NodeJS.Timeout | undefined;
-    const a = await admitRecovery(this, promptTokens, deliveredTokens, (cancel) => {
-      if (due !== undefined)
-        timer = setTimeout(
-          () => {
-            late = true;
-            cancel();
-          },
-          Math.max(0, due - Date.now()),
-        );
-    });
-    clearTimeout(timer);
-    if ('slot' in a) {
-      this.slot = a.slot;
-      return null;
-    }
-    if (late && a.reason === 'cancelled') return { reason: 'deadline' as const };
-    return a;
-  }
-
-  /**
-   * How the recovery leg in flight ended for its re-prefill slot (first token, failure before it, cancelled):
-   * the one place a slot is settled, with the evidence slotEvidence() reads from that fact. Later calls for
-   * the same leg do nothing.
-   */
-  settleSlot(end: SlotEnd): void {
-    const slot = this.slot;
-    this.slot = null;
-    slot?.settle(slotEvidence(end));
-  }
-
-  /**
-   * Sends a leg. A recovery leg asks the egress listener to avoid the replica the failed leg was on
-   * (docs/envoy.md (h)); a continuation also asks for leg 1's model revision.
-   */
-  async openLeg(url: string, requestId: string | undefined, body: Buffer, continuation = false): Promise<LegResponse | LegOpenError> {
-    if (this.cancellation.cancelled) return new LegOpenError('aborted');
-    this.abort = new LegAbort();
-    this.legs++;
-    if (!continuation) this.leg1SentAt = Date.now();
-    const revisionHeader = this.ctx.config.modelRevisionHeader;
-    const revision =
-      continuation && revisionHeader && this.modelRevision ? { header: revisionHeader, value: this.modelRevision } : undefined;
-    const traceHeaders = this.trace.legStarted({ sent: this.legs, attempt: this.attempt, continuation });
-    const headers = legRequestHeaders(this.req.clientHeaders, requestId, {
-      avoidHost: this.legs > 1 ? this.lastHost : undefined,
-      revision,
-      traceHeaders,
-    });
-    try {
-      const res = await this.ctx.upstream.open(url + this.req.path, headers, body, this.abort);
-      this.lastHost = upstreamHost(res.headers) ?? this.lastHost;
-      this.trace.legAnswered(res.status, upstreamHost(res.headers));
-      return res;
-    } catch (e) {
-      if (e instanceof LegOpenError) {
-        this.trace.legFailedToOpen(e.kind);
-        return e;
-      }
-      throw e;
-    }
-  }
-
-  /** The commit point: the first delta goes out, with the held headers and events before it. */
-  async commit(): Promise<void> {
-    this.settleSlot({ kind: 'first-token' });
-    if (this.gone) return; // left while an earlier event of the same read was written: the leg loop ends next
-    this.move('decode');
-    this.committedAt = Date.now();
-    this.ctx.metrics.observeFirstDelta((this.committedAt - this.started) / 1000);
-    if (this.attempt === 1) this.ctx.admission.observeFirstToken?.(this.committedAt - this.started); // the adaptive limit's baseline
-    await this.delivery.commit();
-    this.logTransition('FIRST_DELTA', { ttfd_ms: this.committedAt - this.started });
-  }
-
-  /** The answer is complete; the leg ended or went quiet afterwards. Close the stream cleanly. */
-  async endAfterFinish(how: string): Promise<LegOutcome> {
-    this.settleSlot({ kind: 'first-token' });
-    if (this.finish({ kind: 'complete', after: this.attempt > 1 ? 'retry' : 'first-attempt' }))
-      await this.delivery.end(this.tracker.doneSeen ? undefined : DONE_EVENT);
+  /** The answer is complete; the leg ended or went quiet afterwards. */
+  private async complete(how: string): Promise<void> {
+    this.slot.settle({ kind: 'first-token' });
     if (how !== 'eof') this.log.info({ how }, 'leg ended after finish_reason');
-    return { type: 'finished' };
+    await this.finish({ kind: 'complete', after: this.facts.attempt > 1 ? 'retry' : 'first-attempt' });
   }
 
-  /**
-   * CONTINUATION_ENABLED=false: leg 1 stalled where a continuation would have followed. Detected and logged as
-   * TRIGGERED then SKIPPED (the reason a continuation would give), and nothing else: the dry run never changes
-   * a stream, leg 1 is relayed for as long as it lives.
-   */
-  onDryRunTrigger(failure: FailureKind, silentMs: number): void {
-    const t = this.tracker;
-    const kase = classifyCase(t.toolCallsSeen, t.reasoning, t.content);
-    this.logTransition('TRIGGERED', { failure, detail: `silent ${silentMs} ms`, case: kase, dry_run: true });
-    this.ctx.metrics.legFailure(failure, 'decode');
-    this.log.info(
-      { decision: 'SKIPPED', reason: 'continuation-disabled', case: kase, dry_run: true },
-      'dry run: continuation detected but CONTINUATION_ENABLED=false; leg 1 relayed on',
-    );
-  }
-
-  private async onPostCommitFailure(out: LegFailure): Promise<void> {
-    const t = this.tracker;
-    const kase = classifyCase(t.toolCallsSeen, t.reasoning, t.content);
-    this.logTransition('TRIGGERED', { failure: out.failure, detail: out.detail, case: kase });
-    this.failureSeenAt = Date.now();
-    this.ctx.metrics.legFailure(out.failure, 'decode');
-    const cfg = this.ctx.config;
-    const d = decidePostCommit({
-      failure: out.failure,
-      leg: 1,
-      toolCallDelivered: t.toolCallsSeen,
-      recoverableText: t.reasoningChars > 0 || t.contentChars > 0,
-      continuationConfigured: continuationModelOf(this.ctx) !== undefined,
-      continuationEnabled: cfg.continuationEnabled,
-      prefixTooLarge: t.prefixCapped,
-    });
-    if (d.action === 'interrupt') {
-      if (d.reason === 'continuation-disabled')
-        this.log.info(
-          { decision: 'SKIPPED', reason: d.reason, case: kase },
-          'dry run: continuation detected but CONTINUATION_ENABLED=false',
-        );
-      return await interruptStream(this, d.reason, out.heldToolCall);
-    }
+  /** A failure after the commit point: the continuation legs, or the interruption event. */
+  private async continueAfter(out: LegFailure): Promise<void> {
+    this.facts.failedAt = Date.now();
+    const interrupted = decideAfterLeg1Failure(this.view, out);
+    if (interrupted) return void (await this.finish(interrupted));
     this.move('continuing');
-    await continueFromPrefix(this, out.heldToolCall);
+    for (let n = 1; ; n++) {
+      const leg = await runContinuationLeg(this.view, n, n === 1 ? out.heldToolCall : undefined);
+      if (leg.slot) this.slot.settle(leg.slot);
+      if (leg.cause) this.facts.causes.push(leg.cause);
+      if (leg.sent) this.facts.sent = leg.sent;
+      if ('cancelled' in leg.next || this.cancellation.cancelled) return await this.endCancelled();
+      if ('end' in leg.next) return void (await this.finish(leg.next.end));
+      this.facts.failedAt = Date.now(); // recovery latency of the next leg counts from this failure
+    }
   }
 
-  logTransition(decision: Decision, extra: Record<string, unknown> = {}): void {
+  /** The request was cancelled: a client that left gets nothing more; a shutdown ends it explicitly. */
+  private async endCancelled(): Promise<void> {
+    const cause = this.cancellation.cause;
+    const ending = cause === undefined || this.ending ? undefined : endingForCancel(cause, this.committed);
+    if (ending) await this.finish(ending);
+  }
+
+  /** What only the request can do for its steps (request-view.ts). */
+  private actions(): RequestActions {
+    return {
+      tracker: () => this.tracker,
+      committed: () => this.committed,
+      attemptHadHeaders: () => this.client.attemptHadHeaders,
+      modelRevision: () => this.modelRevision,
+      deliver: this.deliver,
+      openLeg: (url, requestId, body, continuation = false) => {
+        const revision = continuation ? this.modelRevision : undefined;
+        return this.sender.open({ url, requestId, body, continuation, attempt: this.facts.attempt, revision });
+      },
+      // While a committed stream waits for a re-prefill slot, its client gets SSE comments (ignored by clients),
+      // so that nothing between takes the silence for a dead connection.
+      admit: (promptTokens, deliveredTokens, due) => {
+        const keepalive = this.committed ? () => void this.deliver([{ bytes: RECOVERY_WAIT_COMMENT, events: [] }]) : undefined;
+        return this.slot.admit(promptTokens, deliveredTokens, { committed: this.committed, due, keepalive });
+      },
+      settleSlot: (end) => this.slot.settle(end),
+      cancelLeg: () => this.sender.cancel(),
+      logTransition: (d, extra) => this.logTransition(d, extra),
+    };
+  }
+
+  private logTransition(decision: Decision, extra: Record<string, unknown> = {}): void {
     this.log.info(transitionRecord(this.phase(), decision, extra), decision); // also a span event
+  }
+
+  /** Where the request stands, for every log record (request-record.ts). */
+  private phase(): PhaseSnapshot {
+    return phaseOf(this.current, this.facts, this.tracker, this.sender, this.cancellation.cause, this.modelRevision);
   }
 }

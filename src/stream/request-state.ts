@@ -26,6 +26,11 @@ const NEXT: Readonly<Record<RequestState, readonly RequestState[]>> = {
   gone: [],
 };
 
+/** Past the commit point: the first delta reached the client (an ended stream that had one included). */
+export function isCommitted(s: RequestState): boolean {
+  return s === 'decode' || s === 'continuing' || s === 'done' || s === 'interrupted';
+}
+
 export function isTerminal(s: RequestState): boolean {
   return NEXT[s].length === 0;
 }

@@ -13,9 +13,10 @@
 // add_special_tokens false (src/upstream/tokenizer.ts).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { ERROR_CODES, GatewayError } from '../errors';
 
-export class ModelTokenizerError extends Error {
-  readonly code = 'GW_ERR_TOKENIZER';
+export class ModelTokenizerError extends GatewayError {
+  readonly code = ERROR_CODES.tokenizer;
 }
 
 /** Counts a text's tokens. */

@@ -173,7 +173,7 @@ describe('shutdown and client gone at each await of the core', () => {
       blocker = a.slot;
     }
     await p.reach(t, tokenizer);
-    expect(t.r.delivery.committed).toBe(p.committed);
+    expect(t.r.committed).toBe(p.committed);
     return t;
   }
 

@@ -17,11 +17,12 @@ const base: PreCommitGiveUp = {
   reason: 'attempts-exhausted',
   structured: false,
   attemptHadHeaders: false,
-  engineAnswer: false,
   retryAfterMs: 1000,
   causes: ['reset'],
   attempts: 1,
 };
+
+const ANSWER = { status: 503, headers: { 'retry-after': '2' }, body: Buffer.from('busy') };
 
 const httpError = (status: number, code: string, reason: string) => expect.objectContaining({ kind: 'http-error', status, code, reason });
 
@@ -42,23 +43,33 @@ describe('endingBeforeCommit', () => {
     ],
     [
       "the engine's 503, not re-run",
-      { failure: 'overloaded', engineAnswer: true },
-      { kind: 'engine-answer', as: 'status', reason: 'overloaded:attempts-exhausted' },
+      { failure: 'overloaded', engineAnswer: ANSWER },
+      { kind: 'engine-answer', as: 'status', reason: 'overloaded:attempts-exhausted', answer: ANSWER },
     ],
     [
       "the engine's 503, the re-run refused by admission: the gateway's 503",
-      { failure: 'overloaded', engineAnswer: true, reason: 'recovery-brake-open', retryAfterMs: 5000 },
+      { failure: 'overloaded', engineAnswer: ANSWER, reason: 'recovery-brake-open', retryAfterMs: 5000 },
       expect.objectContaining({ kind: 'http-error', status: 503, code: 'recovery_unavailable', retryAfterMs: 5000 }),
     ],
     [
       "the engine's in-band error event",
-      { failure: 'error-event', attemptHadHeaders: true },
-      { kind: 'engine-answer', as: 'event', reason: 'error-event:attempts-exhausted' },
+      { failure: 'error-event', attemptHadHeaders: true, failingEvent: Buffer.from('data: {"error":{}}\n\n') },
+      {
+        kind: 'engine-answer',
+        as: 'event',
+        reason: 'error-event:attempts-exhausted',
+        events: Buffer.from('data: {"error":{}}\n\ndata: [DONE]\n\n'),
+      },
     ],
     [
       "the engine's abort finish",
-      { failure: 'abort-finish', attemptHadHeaders: true },
-      { kind: 'engine-answer', as: 'event', reason: 'abort-finish:attempts-exhausted' },
+      { failure: 'abort-finish', attemptHadHeaders: true, heldToolCall: Buffer.from('data: {"tool"}\n\n') },
+      {
+        kind: 'engine-answer',
+        as: 'event',
+        reason: 'abort-finish:attempts-exhausted',
+        events: Buffer.from('data: {"tool"}\n\ndata: [DONE]\n\n'),
+      },
     ],
     [
       'held structured output: the interruption event, nothing delivered',
@@ -137,12 +148,12 @@ describe('what an Ending means: the last state, the outcome and the reason (outc
     [http('reset:attempts-exhausted'), 'answered', 'failed-before-first-delta', 'reset:attempts-exhausted'],
     [http('gateway-internal-error'), 'answered', 'error', 'gateway-internal-error'],
     [
-      { kind: 'engine-answer', as: 'status', reason: 'overloaded:attempts-exhausted' },
+      { kind: 'engine-answer', as: 'status', reason: 'overloaded:attempts-exhausted', answer: ANSWER },
       'answered',
       'failed-before-first-delta',
       'overloaded:attempts-exhausted',
     ],
-    [{ kind: 'passed-through' }, 'answered', 'passed-through-status', undefined],
+    [{ kind: 'passed-through', answer: { status: 404, headers: {}, body: {} as never } }, 'answered', 'passed-through-status', undefined],
     [{ kind: 'client-gone', detail: 'stream cancelled' }, 'gone', 'client-disconnected', 'stream cancelled'],
   ];
   it.each(rows)('%j: state %s, outcome %s, reason %s', (e, state, outcome, reason) => {

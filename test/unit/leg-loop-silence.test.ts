@@ -22,7 +22,7 @@ const quietLog: any = { warn() {}, info() {}, debug() {}, error() {} };
 
 function hooks(period: number, calls: { silences: number }, finished = () => false): LegHooks {
   return {
-    ctx: { metrics: { malformedEvent() {} } } as any,
+    metrics: { malformedEvent() {} },
     log: quietLog,
     leg: 1,
     isGone: () => false,
@@ -40,10 +40,9 @@ function hooks(period: number, calls: { silences: number }, finished = () => fal
       });
     },
     finished,
-    endAfterFinish: async () => ({ type: 'finished' }),
     failed: (failure, detail) => ({ type: 'failed', failure, detail }),
-    onEvent: () => undefined,
-    write: () => undefined,
+    onEvent: () => [],
+    deliver: () => undefined,
   };
 }
 
@@ -111,7 +110,13 @@ describe('readLeg: [DONE]', () => {
     body.sink?.data(Buffer.concat([CHUNK, Buffer.from('data: [DONE]\n\n')]));
     const seen: string[] = [];
     const h = hooks(1000, { silences: 0 });
-    const out = await readLeg(reader, { ...h, onEvent: (o) => void seen.push(o.kind) });
+    const out = await readLeg(reader, {
+      ...h,
+      onEvent: (o) => {
+        seen.push(o.kind);
+        return [];
+      },
+    });
     expect(out).toEqual({ type: 'failed', failure: 'eof', detail: 'done-without-finish' });
     expect(seen).toEqual(['chunk']);
   });
@@ -129,9 +134,10 @@ describe('readLeg: [DONE]', () => {
       onEvent: (o) => {
         seen.push(o.kind);
         if (o.finishReason) finished = true;
+        return [];
       },
     });
-    expect(out).toEqual({ type: 'finished' });
+    expect(out).toEqual({ type: 'finished', how: 'eof' });
     expect(seen).toEqual(['chunk', 'done']);
   });
 });

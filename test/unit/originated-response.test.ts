@@ -8,6 +8,13 @@ import { LegOpenError } from '../../src/upstream/client';
 import { reassemble } from '../support/client';
 import { chunk, ROLE, startCore as setup } from '../support/core-fakes';
 
+const ANSWER = {
+  kind: 'engine-answer',
+  as: 'status',
+  reason: 'overloaded:attempts-exhausted',
+  answer: { status: 503, headers: {}, body: Buffer.from('busy') },
+} as const;
+
 describe('OriginatedResponse (fake upstream, fake Envoy stream)', () => {
   it('a clean answer: held until the first delta, then relayed byte for byte; state done', async () => {
     const t = setup();
@@ -207,7 +214,7 @@ describe('OriginatedResponse (fake upstream, fake Envoy stream)', () => {
     expect(t.stream.status).toBe(503);
     expect(t.stream.headers['retry-after']).toBe('30');
     expect(t.stream.body).toBe('{"error":"busy"}');
-    expect(t.r.reason).toBe('overloaded:retry-after-too-long');
+    expect(t.logs.find((l) => l.event === 'request_end')?.reason).toBe('overloaded:retry-after-too-long');
   });
 
   it('FIRST_DELTA_DEADLINE_SECONDS: one deadline for every attempt, then 504, however many attempts are left', async () => {
@@ -272,19 +279,21 @@ describe('OriginatedResponse (fake upstream, fake Envoy stream)', () => {
   it('an ending is recorded once: a second one throws, except after a client that left (nothing more is delivered)', async () => {
     const t = setup();
     // `complete` before the commit point would be prefill -> done: an illegal move.
-    expect(() => t.r.finish({ kind: 'complete', after: 'first-attempt' })).toThrow(IllegalTransitionError);
+    await expect(t.r.finish({ kind: 'complete', after: 'first-attempt' })).rejects.toThrow(IllegalTransitionError);
     expect(t.r.outcome).toBe('in-progress');
     t.r.clientGone('x');
     expect(t.r.state).toBe('gone');
     expect(t.r.outcome).toBe('client-disconnected');
-    expect(t.r.finish({ kind: 'passed-through' })).toBe(false);
+    expect(await t.r.finish(ANSWER)).toBe(false);
     expect(t.r.outcome).toBe('client-disconnected');
     const u = setup();
-    expect(u.r.finish({ kind: 'passed-through' })).toBe(true);
-    expect(() => u.r.finish({ kind: 'client-gone', detail: 'late' })).toThrow(IllegalTransitionError);
-    expect(u.r.outcome).toBe('passed-through-status');
+    expect(await u.r.finish(ANSWER)).toBe(true);
+    await expect(u.r.finish({ kind: 'client-gone', detail: 'late' })).rejects.toThrow(IllegalTransitionError);
+    expect(u.r.outcome).toBe('failed-before-first-delta');
+    expect(u.stream.status).toBe(503);
+    expect(u.stream.body).toBe('busy');
     u.r.clientGone('after the end');
-    expect(u.r.outcome).toBe('passed-through-status');
+    expect(u.r.outcome).toBe('failed-before-first-delta');
     (await t.upstream.next(0)).head();
     await t.done;
   });
