@@ -153,7 +153,8 @@ class Leg1Relay implements LegHooks {
 
   /** A tool call in progress is held until it completes (or grows past MAX_HELD_BYTES). */
   private holdToolCall(o: ObservedEvent, raw: Buffer): readonly Outgoing[] {
-    const hold = (this.toolHold ??= { raw: [], obs: [], bytes: 0 });
+    this.toolHold ??= { raw: [], obs: [], bytes: 0 };
+    const hold = this.toolHold;
     hold.raw.push(raw);
     hold.obs.push(o);
     hold.bytes += raw.length;

@@ -52,7 +52,7 @@ export class OriginatedResponse {
   constructor(
     private readonly ctx: GatewayContext,
     wire: ClientWire,
-    private readonly req: InScopeRequest,
+    req: InScopeRequest,
   ) {
     this.client = new ClientSide(wire);
     this.tracker = new StreamTracker(ctx.config.maxContinuationPrefixBytes);
