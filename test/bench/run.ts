@@ -20,6 +20,9 @@
 //   --crash-template FILE      BENCH_CRASH_TEMPLATE in that run the engines serve this chat template and the sidecar
 //                                                  has it as CHAT_TEMPLATE (the template path: every leg 2 rendered
 //                                                  and verified here); its cost per continuation is reported
+//   --crash-tokenizer PATH     BENCH_CRASH_TOKENIZER in that run the sidecar counts each continuation in process with
+//                                                  this tokenizer.json (or model directory) as TOKENIZER; the cost
+//                                                  of counting per continuation is reported in every crash run
 //   --idle-streams 1000        BENCH_IDLE_STREAMS   open streams held idle for the memory measurement (0 = skip)
 //   --ramp-ms 1000             BENCH_RAMP_MS        stream starts spread over this long
 //   --pause-ms 1000            BENCH_PAUSE_MS       pause between two runs
@@ -92,6 +95,8 @@ export interface BenchOptions {
   crashAnswer: string;
   /** The crash run's engines serve this template, the sidecar reads it as CHAT_TEMPLATE (the template path). */
   crashTemplate?: string;
+  /** The crash run's sidecar counts with this tokenizer.json (or model directory) as TOKENIZER. */
+  crashTokenizer?: string;
   idleStreams: number;
   rampMs: number;
   /** Pause between two runs (ms) and the idle-CPU window before the first level (s; 0 = skip). */
@@ -243,6 +248,8 @@ export interface CrashSummary {
     recoveryLatency: { n: number; meanMs: number; p99BucketMs: number };
     /** continuation_gateway_continuation_prepare_seconds: a leg 2's design (and, with a template, its renders and verification). */
     prepare: { n: number; meanMs: number; p99BucketMs: number; source: string };
+    /** continuation_gateway_continuation_count_seconds: counting a continuation (usage, leg 2's budget), by method. */
+    count: { n: number; meanMs: number; p99BucketMs: number; method: string };
   };
   node: string;
 }
@@ -306,6 +313,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
     crashEngines: Number(get('crash-engines', 'BENCH_CRASH_ENGINES', '4')),
     crashAnswer: get('crash-answer', 'BENCH_CRASH_ANSWER', answerTokens),
     crashTemplate: flags.get('crash-template') ?? env.BENCH_CRASH_TEMPLATE,
+    crashTokenizer: flags.get('crash-tokenizer') ?? env.BENCH_CRASH_TOKENIZER,
     idleStreams: Number(get('idle-streams', 'BENCH_IDLE_STREAMS', '1000')),
     rampMs: Number(get('ramp-ms', 'BENCH_RAMP_MS', '1000')),
     pauseMs: Number(get('pause-ms', 'BENCH_PAUSE_MS', '1000')),
@@ -348,6 +356,18 @@ function crashExpectedText(o: BenchOptions, r: number, c: number): (n: number) =
     return planned.plan.deltas
       .map((d) => (d.kind === 'reasoning' || d.kind === 'content' ? d.text : d.kind === 'split' ? d.reasoning + d.content : ''))
       .join('');
+  };
+}
+
+/** continuation_gateway_continuation_count_seconds for one method: count, mean, p99 bucket bound (ms). */
+function countOf(samples: Sample[], method: string): CrashSummary['sidecar']['count'] {
+  const n = metricSum(samples, 'continuation_gateway_continuation_count_seconds_count', { method });
+  const sum = metricSum(samples, 'continuation_gateway_continuation_count_seconds_sum', { method });
+  return {
+    n,
+    meanMs: n ? round((1000 * sum) / n, 3) : NaN,
+    p99BucketMs: histogramQuantileBound(samples, 'continuation_gateway_continuation_count_seconds', 0.99, { method }) * 1000,
+    method,
   };
 }
 
@@ -1454,6 +1474,7 @@ export async function runCrash(
       env: { ...variant.env, CHAT_TEMPLATE: o.crashTemplate, CONTINUATION_MODEL: 'bench/template-path-model' },
     };
   }
+  if (o.crashTokenizer) variant = { ...variant, env: { ...variant.env, TOKENIZER: o.crashTokenizer } };
   const expectedText = crashExpectedText(o, r, c);
   const engines = await startEngines(o.crashEngines, tokenMs, 'crash-engine', variant.engineArgs);
   const ports = (engines as Array<ManagedChild & { port?: number }>).map((e) => e.port as number);
@@ -1659,6 +1680,7 @@ export async function runCrash(
           p99BucketMs: histogramQuantileBound(samples, 'continuation_gateway_recovery_latency_seconds', 0.99) * 1000,
         },
         prepare: prepareOf(samples, o.crashTemplate ? 'template' : 'generic'),
+        count: countOf(samples, o.crashTokenizer ? 'tokenizer' : 'estimate'),
       },
       node: process.version,
     };
@@ -1666,6 +1688,9 @@ export async function runCrash(
     const skipped = [...decisions].filter(([k]) => k.startsWith('SKIPPED ')).map(([k, n]) => `${k.slice(8)} ${n}`);
     log(
       `bench: crash under load: leg 2 design (${sc.prepare.source}): ${sc.prepare.n} continuations, mean ${sc.prepare.meanMs} ms, p99 <= ${sc.prepare.p99BucketMs} ms; not sent: ${skipped.join(', ') || 'none'}`,
+    );
+    log(
+      `bench: crash under load: counting (${sc.count.method}): ${sc.count.n} continuations, mean ${sc.count.meanMs} ms, p99 <= ${sc.count.p99BucketMs} ms`,
     );
     log(
       `bench: crash under load: ${summary.complete}/${summary.streams} complete (${summary.completePercent} %), ${summary.errors} errors${errs.samples.length ? ` (${errs.samples.join('; ')})` : ''}, ${wrongText} wrong text; ` +
