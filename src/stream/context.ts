@@ -10,9 +10,12 @@ import type { TextTokenizer } from '../templates/model-tokenizer';
 import type { TemplateProvider } from '../templates/provider';
 import type { UpstreamClient } from '../upstream/client';
 
+/** What a request needs of the upstream client: open a leg, and close at the end (tests pass their own). */
+export type Upstream = Pick<UpstreamClient, 'open' | 'close'>;
+
 export interface GatewayContext {
   readonly config: GatewayConfig;
-  readonly upstream: UpstreamClient;
+  readonly upstream: Upstream;
   /** Re-prefill slots for recovery legs (this process's authority, or the cluster primary's). */
   readonly admission: RecoveryAdmission;
   /** Originated streams in progress in this process (derived: inFlight.size). */

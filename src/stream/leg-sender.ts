@@ -4,8 +4,8 @@
 // sent (its engine rendered the uninterrupted prompt then), and the abort that fences the leg in flight.
 import type { RequestTrace } from '../obs/tracing';
 import { legRequestHeaders, upstreamHost } from '../request/forward-headers';
-import { LegAbort, LegOpenError, type LegResponse, type UpstreamClient } from '../upstream/client';
-import type { GatewayContext, InScopeRequest } from './context';
+import { LegAbort, LegOpenError, type LegResponse } from '../upstream/client';
+import type { GatewayContext, InScopeRequest, Upstream } from './context';
 
 export interface LegRequest {
   url: string;
@@ -26,7 +26,7 @@ export class LegSender {
   private host: string | undefined;
   private leg1At: number;
 
-  private readonly upstream: UpstreamClient;
+  private readonly upstream: Upstream;
   private readonly revisionHeader: string | undefined;
 
   constructor(

@@ -78,7 +78,7 @@ describe('clean EOF, then leg 2, against an engine that closes idle connections 
           .logs()
           .split('\n')
           .filter((l) => / egress POST .* code=503 flags=UC /.test(l)).length;
-        reruns += stack.sidecar!.ctx.upstream.connectionTerminationReruns;
+        reruns += (stack.sidecar!.ctx.upstream as UpstreamClient).connectionTerminationReruns;
         process.stderr.write(
           `stale-connection: engine idle ${idleMs} ms: ${front.stats.requests} requests, ${front.stats.connections} connections, ${front.stats.idleCloses} idle closes, ` +
             `egress UC so far ${ucLines}, re-runs so far ${reruns}\n`,

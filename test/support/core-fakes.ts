@@ -117,7 +117,7 @@ export function startCore(env: Record<string, string> = {}, structured = false) 
   const ctx: GatewayContext = {
     config,
     log,
-    upstream: upstream as any,
+    upstream,
     admission: new AdmissionAuthority(admissionSettings(config), () => streams.active),
     streams,
     metrics: new Metrics(),
@@ -126,7 +126,7 @@ export function startCore(env: Record<string, string> = {}, structured = false) 
   };
   const stream = new FakeStream();
   const payload = { model: 'm', stream: true, messages: [{ role: 'user', content: 'hello' }] };
-  const r = new OriginatedResponse(ctx, stream as any, {
+  const r = new OriginatedResponse(ctx, stream, {
     path: '/v1/chat/completions',
     clientHeaders: { 'x-request-id': 'rid', 'content-type': 'application/json' },
     rawBody: Buffer.from(JSON.stringify(payload)),
