@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Continuation gateway sidecar (Envoy ext_proc server) and, from the same image, the fake engine used by the
-# compose demo: `node dist/src/fake-engine/main.js --port 8000 --host 0.0.0.0 --name replica-a --dialect sglang`.
+# compose demo: `node dist/tools/fake-engine/main.js --port 8000 --host 0.0.0.0 --name replica-a --dialect sglang`.
 #
 #   docker build -t continuation-gateway:0.1.0 .    (docs/deploy.md: multi-arch with buildx, push, kind load)
 #

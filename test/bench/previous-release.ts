@@ -38,3 +38,12 @@ export function previousReleaseDist(root: string, ref: string, log: (line: strin
   });
   return dist;
 }
+
+/**
+ * A stack module of a previous release's dist: dist/tools/stack since issue 29 moved the stack out of the
+ * product tree, dist/src/stack in the releases before (DEFAULT_PREVIOUS_REF among them).
+ */
+export function previousStackModule(dist: string, file: string): string {
+  const now = path.join(dist, 'tools', 'stack', file);
+  return fs.existsSync(now) ? now : path.join(dist, 'src/stack', file);
+}

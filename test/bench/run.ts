@@ -3,7 +3,7 @@
 // (front listener -> ext_proc sidecar -> egress -> engines), at several concurrency levels; then a recovery
 // benchmark (replica killed mid-answer) and a crash-under-load run (N streams over 4 engine processes, one
 // SIGKILLed once every stream is streaming, the sidecar on its default settings). Every actor is its own process: the generator (forked, IPC), the
-// engines (node dist/src/fake-engine/main.js), Envoy (startEnvoy) and the sidecar (node dist/src/main.js).
+// engines (node dist/tools/fake-engine/main.js), Envoy (startEnvoy) and the sidecar (node dist/src/main.js).
 //
 // Options (flag, or environment variable):
 //   --levels 50,200,500,1000   BENCH_LEVELS         concurrent streams per level
@@ -39,15 +39,15 @@ import { type ChildProcess, execFileSync, fork } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { answerFor } from '../../src/fake-engine/answer';
-import { planTemplateAnswer, templateModel } from '../../src/fake-engine/template-model';
-import { type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from '../../src/stack/envoy-process';
-import { freePorts } from '../../src/stack/ports';
 import { readTemplateFiles } from '../../src/templates/source';
+import { answerFor } from '../../tools/fake-engine/answer';
+import { planTemplateAnswer, templateModel } from '../../tools/fake-engine/template-model';
+import { type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from '../../tools/stack/envoy-process';
+import { freePorts } from '../../tools/stack/ports';
 import { analyseProfile, formatProfile, type ProfileSummary } from './cpuprofile';
 import { type LoadResult, type LoadSpec, type RunMessage, requestMessages, type StreamRecord, streamError } from './generator';
 import { type OtlpSink, startOtlpSink } from './otlp-sink';
-import { DEFAULT_PREVIOUS_REF, previousReleaseDist } from './previous-release';
+import { DEFAULT_PREVIOUS_REF, previousReleaseDist, previousStackModule } from './previous-release';
 import { processTree, rssBytes, TreeMeter } from './proc';
 import { type ChartPanel, cdfChart, cdfPoints, round, type Summary, sortedFloat64, summarize } from './stats';
 
@@ -337,7 +337,7 @@ export function parseOptions(argv: string[], env: NodeJS.ProcessEnv): BenchOptio
 
 /**
  * The text a crash-run stream must end with: the fake engine's answer (answerFor), or, with --crash-template, the
- * answer the template's model writes as its engines split it (the same code: src/fake-engine/template-model.ts).
+ * answer the template's model writes as its engines split it (the same code: tools/fake-engine/template-model.ts).
  */
 function crashExpectedText(o: BenchOptions, r: number, c: number): (n: number) => string {
   const messages = (n: number) => requestMessages({ distinctPrompt: 'Crash under load: stream' }, n);
@@ -393,7 +393,7 @@ async function startEngines(n: number, tokenMs: number, prefix: string, extraArg
     spawnManaged(
       process.execPath,
       [
-        path.join(DIST, 'src/fake-engine/main.js'),
+        path.join(DIST, 'tools/fake-engine/main.js'),
         '--port',
         String(port),
         '--name',
@@ -479,7 +479,7 @@ async function startGateway(enginePorts: number[], o: BenchOptions, g: GatewayOp
   await sidecar.waitForLine(/SIDECAR listening/, 20_000, 'SIDECAR listening');
   let envoy: RunningEnvoy;
   // The previous release starts Envoy with its own bootstrap generator.
-  const start: typeof startEnvoy = g.dist ? require(path.join(g.dist, 'src/stack/envoy-process.js')).startEnvoy : startEnvoy;
+  const start: typeof startEnvoy = g.dist ? require(previousStackModule(g.dist, 'envoy-process.js')).startEnvoy : startEnvoy;
   try {
     envoy = await start({
       ...(g.chatHop === false ? { chatHop: false } : {}),

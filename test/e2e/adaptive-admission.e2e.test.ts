@@ -7,7 +7,7 @@
 // - slow pool (--prefill-ms-per-concurrent): a first token waits for every prefill the replica is running, so
 //   the burst of re-prefills is slow: the limit closes below the fixed one.
 // Directions and completeness only; the figures at scale come from the bench (docs/performance.md).
-import { answerFor } from '../../src/fake-engine/answer';
+import { answerFor } from '../../tools/fake-engine/answer';
 import { type ClientResult, chatBody, newRequestId, postChat } from '../support/client';
 import { type ReplicaProcess, startReplicaProcesses, stopReplicaProcesses } from '../support/replica-processes';
 import { startTestStack, type TestStack } from '../support/stack';

@@ -2,8 +2,8 @@
 // model revision is never stitched; tool_call ids derive from the client's key for its logical request, not
 // from the GPU attempt; the phase record names the replica and the model revision.
 import OpenAI from 'openai';
-import { resetFaults } from '../../src/fake-engine/faults';
 import { toolCallId } from '../../src/openai/tool-call-ids';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectInterruption, expectOneCompleteStream, seenFor } from './helpers';

@@ -3,7 +3,7 @@
 // reject-headers@N) fail on each attempt, yet leave the brake closed, so other clients' crashed streams are
 // still continued; a pool that is really dying (replicas resetting distinct requests, replicas gone) still
 // opens it.
-import { resetFaults } from '../../src/fake-engine/faults';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectOneCompleteStream } from './helpers';

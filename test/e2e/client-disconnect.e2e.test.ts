@@ -2,7 +2,7 @@
 // (a stalled replica, STALL_IDLE_TIMEOUT_SECONDS at its default 20 s) or still in prefill. The engine sees
 // its connection closed well within a second, and the request ends as client-disconnected.
 import { request } from 'undici';
-import { resetFaults } from '../../src/fake-engine/faults';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { seenFor } from './helpers';

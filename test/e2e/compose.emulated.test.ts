@@ -11,7 +11,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parse } from 'yaml';
-import { repoRoot } from '../../src/stack/envoy-config';
+import { repoRoot } from '../../tools/stack/envoy-config';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { buildRuntimeImage, type RuntimeImage } from '../support/emulation/image';
 import { canSwitchUid, emulationTmpDir, type ProcessSpec, Sandbox, sandboxUnavailableReason } from '../support/emulation/sandbox';

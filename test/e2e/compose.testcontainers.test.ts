@@ -4,7 +4,7 @@
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import { DockerComposeEnvironment, type StartedDockerComposeEnvironment, Wait } from 'testcontainers';
-import { repoRoot } from '../../src/stack/envoy-config';
+import { repoRoot } from '../../tools/stack/envoy-config';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { expectOneCompleteStream } from './helpers';
 

@@ -1,7 +1,7 @@
 // A continuation leg that fails is handled like leg 1 (issue 18 item 5): its stall is detected by the same timer
 // (STALL_IDLE_TIMEOUT_SECONDS, not MAX_STALL_SECONDS), and with MAX_CONTINUATIONS above 1 another leg continues
 // from everything delivered so far, usage exact across the legs.
-import { resetFaults } from '../../src/fake-engine/faults';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectInterruption, expectOneCompleteStream, seenFor, uninterrupted } from './helpers';

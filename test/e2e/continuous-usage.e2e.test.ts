@@ -6,8 +6,8 @@
 // repeated under completion_tokens_details), with and without TOKENIZE_URL.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { resetFaults } from '../../src/fake-engine/faults';
-import type { FakeEngineOptions } from '../../src/fake-engine/server';
+import { resetFaults } from '../../tools/fake-engine/faults';
+import type { FakeEngineOptions } from '../../tools/fake-engine/server';
 import { provisionAssets } from '../fidelity/harness-client';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';

@@ -3,9 +3,10 @@
 // (admission, brake, timers); 200 concurrent streams; then one replica is SIGKILLed, SIGSTOPped, or falls over
 // into 503s, or most or all of the pool dies. What every client received is checked against the answer the
 // engine gives uninterrupted (the fake engine's answer is a pure function of the conversation).
-import { answerFor } from '../../src/fake-engine/answer';
+
 import { REQUEST_OUTCOMES } from '../../src/obs/metric-labels';
 import { reprefillLimit } from '../../src/recovery/admission-policy';
+import { answerFor } from '../../tools/fake-engine/answer';
 import { type ClientResult, chatBody, newRequestId, postChat } from '../support/client';
 import { type ReplicaProcess, startReplicaProcesses, stopReplicaProcesses } from '../support/replica-processes';
 import { startTestStack, type TestStack } from '../support/stack';

@@ -1,6 +1,6 @@
 // Issue 3 through the real Envoy: invisible retry before the first delta, the interruption contract after
 // it, fencing, the global budget, and the buffering modes.
-import { resetFaults } from '../../src/fake-engine/faults';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectInterruption, expectOneCompleteStream, seenFor, uninterrupted } from './helpers';

@@ -11,7 +11,7 @@ import { killTagged, PROC_TAG_VAR, waitUntilGone } from '../support/processes';
 
 jest.setTimeout(120_000);
 
-const STACK_MAIN = path.resolve(__dirname, '../../src/stack/main.js');
+const STACK_MAIN = path.resolve(__dirname, '../../tools/stack/main.js');
 const tag = crypto.randomUUID();
 let proc: ChildProcess | undefined;
 let url = '';

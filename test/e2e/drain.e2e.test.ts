@@ -3,7 +3,7 @@
 // closes anyway.
 import * as grpc from '@grpc/grpc-js';
 import { EXT_PROC_SERVICE, healthServiceDefinition } from '../../src/extproc/health';
-import { waitForExtProcHealth } from '../../src/stack/envoy-process';
+import { waitForExtProcHealth } from '../../tools/stack/envoy-process';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectOneCompleteStream, seenFor } from './helpers';

@@ -3,8 +3,9 @@
 // for as long as it lives: the client's bytes are the engine's own, as without the gateway. And two of item 9's
 // drifts seen on the same kind of stream: one warn-level WAITING per silence, and a tool-call-delivered
 // interruption event that counts the delivered tool call.
-import { resetFaults } from '../../src/fake-engine/faults';
+
 import { estimateTokens } from '../../src/recovery/token-estimate';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectInterruption, expectOneCompleteStream, seenFor } from './helpers';

@@ -5,7 +5,7 @@
 // connections at EXT_PROC_STREAMS_PER_CONNECTION streams (docs/envoy.md (f)).
 import http2 from 'node:http2';
 import { Pool } from 'undici';
-import { EXT_PROC_STREAMS_PER_CONNECTION } from '../../src/stack/envoy-config';
+import { EXT_PROC_STREAMS_PER_CONNECTION } from '../../tools/stack/envoy-config';
 import { startTestStack, type TestStack } from '../support/stack';
 
 jest.setTimeout(120_000);

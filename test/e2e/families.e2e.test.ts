@@ -3,7 +3,7 @@
 // the answer over is never appended). The replicas are fake engines speaking the family (their format and
 // parser split are our reading of the engines, checked against the real templates and SGLang's parsers by
 // test/unit/family-fidelity.test.ts).
-import { resetFaults } from '../../src/fake-engine/faults';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectInterruption, expectOneCompleteStream, seenFor, uninterrupted } from './helpers';

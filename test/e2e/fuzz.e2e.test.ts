@@ -9,9 +9,9 @@
 // text-bearing field never appears in the sidecar's log.
 import * as net from 'node:net';
 import { request } from 'undici';
-import { prng } from '../../src/fake-engine/answer';
-import { resetFaults } from '../../src/fake-engine/faults';
 import { DEFAULT_MAX_JSON_DEPTH } from '../../src/request/scope';
+import { prng } from '../../tools/fake-engine/answer';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { reassemble } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 

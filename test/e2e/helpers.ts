@@ -1,6 +1,6 @@
 // Shared assertions for the end-to-end suites: what the engines saw for a request, and the uninterrupted
 // answer a recovered stream must equal.
-import type { SeenRequest } from '../../src/fake-engine/server';
+import type { SeenRequest } from '../../tools/fake-engine/server';
 import { type ClientResult, postChat } from '../support/client';
 import type { TestStack } from '../support/stack';
 

@@ -4,8 +4,8 @@
 // gateway is what the same request gets straight from the engine.
 import * as net from 'node:net';
 import { request } from 'undici';
-import { resetFaults } from '../../src/fake-engine/faults';
 import { DEFAULT_MAX_JSON_DEPTH } from '../../src/request/scope';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectOneCompleteStream, seenFor, uninterrupted } from './helpers';

@@ -2,7 +2,7 @@
 // without `data: [DONE]`, error statuses before response headers, an upstream that never answers, a slow
 // first token, and a client that leaves during prefill.
 import { request } from 'undici';
-import { resetFaults } from '../../src/fake-engine/faults';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectOneCompleteStream, seenFor, uninterrupted } from './helpers';

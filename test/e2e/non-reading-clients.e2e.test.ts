@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import { request } from 'undici';
-import { answerFor } from '../../src/fake-engine/answer';
+import { answerFor } from '../../tools/fake-engine/answer';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 

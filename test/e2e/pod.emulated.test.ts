@@ -8,7 +8,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { repoRoot } from '../../src/stack/envoy-config';
+import { repoRoot } from '../../tools/stack/envoy-config';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { buildRuntimeImage, type RuntimeImage } from '../support/emulation/image';
 import { canSwitchUid, emulationTmpDir, type ProcessSpec, Sandbox, sandboxUnavailableReason } from '../support/emulation/sandbox';
@@ -83,7 +83,7 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
       sandbox: 'router',
       argv: [
         process.execPath,
-        'dist/src/fake-engine/main.js',
+        'dist/tools/fake-engine/main.js',
         '--port',
         String(routerHost.port_value),
         '--host',

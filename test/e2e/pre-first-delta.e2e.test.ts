@@ -3,7 +3,7 @@
 // backoff between re-runs that honours the engine's Retry-After up to RETRY_AFTER_MAX_SECONDS; a 500/502/504
 // before any byte re-run like a 503, under the same admission; a 429 passed through unchanged with its
 // Retry-After; and the README's bound on engine requests per client request, reached and not exceeded.
-import { resetFaults } from '../../src/fake-engine/faults';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectOneCompleteStream, seenFor, uninterrupted } from './helpers';
@@ -20,7 +20,7 @@ async function until(cond: () => boolean): Promise<void> {
   }
 }
 
-/** The fake engine's error body for an injected status (src/fake-engine/server.ts). */
+/** The fake engine's error body for an injected status (tools/fake-engine/server.ts). */
 const injected = (code: number) => expect.stringContaining(`fake-engine injected status ${code}`);
 
 describe('one deadline (FIRST_DELTA_DEADLINE_SECONDS=3) whatever MAX_ATTEMPTS allows', () => {

@@ -1,8 +1,9 @@
 // MAX_CONTINUATION_PREFIX_BYTES through the real Envoy (issue 19, item 3): a stream whose delivered text is
 // past the cap is relayed to its end unchanged, and a crash after that ends with the interruption event
 // `continuation-prefix-too-large` (no continuation leg is sent); under the cap a crash is still continued.
-import { resetFaults } from '../../src/fake-engine/faults';
+
 import { estimateTokens } from '../../src/recovery/token-estimate';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectInterruption, expectOneCompleteStream, seenFor, uninterrupted } from './helpers';

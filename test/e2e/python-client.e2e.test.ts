@@ -7,7 +7,7 @@
 import { execFile, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { resetFaults } from '../../src/fake-engine/faults';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { seenFor, uninterrupted } from './helpers';

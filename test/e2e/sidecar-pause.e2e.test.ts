@@ -8,8 +8,8 @@
 // not slow down the case the check exists for: a killed sidecar is still bypassed within about one interval.
 import { type ChildProcess, spawn } from 'node:child_process';
 import * as path from 'node:path';
-import { EXT_PROC_HEALTH_CHECK_TIMEOUT_SECONDS } from '../../src/stack/envoy-config';
-import { waitForExtProcHealth } from '../../src/stack/envoy-process';
+import { EXT_PROC_HEALTH_CHECK_TIMEOUT_SECONDS } from '../../tools/stack/envoy-config';
+import { waitForExtProcHealth } from '../../tools/stack/envoy-process';
 import { chatBody, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 

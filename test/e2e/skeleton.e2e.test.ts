@@ -1,6 +1,6 @@
 // The walking skeleton through the real Envoy binary: the reference gateway's scenarios, asserted on what
 // the client received and what the replicas saw.
-import { resetFaults } from '../../src/fake-engine/faults';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import type { ClientResult } from '../support/client';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';

@@ -11,7 +11,7 @@ import { killTagged, PROC_TAG_VAR, waitUntilGone } from '../support/processes';
 
 jest.setTimeout(600_000);
 
-const STACK_MAIN = path.resolve(__dirname, '../../src/stack/main.js');
+const STACK_MAIN = path.resolve(__dirname, '../../tools/stack/main.js');
 const BACK_TO_BACK = 50;
 const PARALLEL = 5;
 

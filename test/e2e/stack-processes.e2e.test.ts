@@ -12,7 +12,7 @@ import { killTagged, PROC_TAG_VAR, type Proc, taggedProcesses, waitUntilGone } f
 
 jest.setTimeout(90_000);
 
-const STACK_MAIN = path.resolve(__dirname, '../../src/stack/main.js');
+const STACK_MAIN = path.resolve(__dirname, '../../tools/stack/main.js');
 /** Stack, two engines, primary + 2 workers, Envoy, a watchdog per direct child (4). */
 const EXPECTED_PROCESSES = 11;
 

@@ -6,10 +6,10 @@
 // must actually have happened (Envoy logged UC on the egress listener) or the test proves nothing.
 import * as http from 'node:http';
 import type * as net from 'node:net';
-import { resetFaults } from '../../src/fake-engine/faults';
-import { startFakeEngine } from '../../src/fake-engine/server';
 import { UPSTREAM_FLAGS_HEADER } from '../../src/request/forward-headers';
 import { LegAbort, UpstreamClient } from '../../src/upstream/client';
+import { resetFaults } from '../../tools/fake-engine/faults';
+import { startFakeEngine } from '../../tools/fake-engine/server';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { type IdleClosingEngine, startIdleClosingEngine } from '../support/idle-closing-engine';
 import { startTestStack, type TestStack } from '../support/stack';

@@ -20,7 +20,7 @@ const DELTA_CHARS = 1024;
 
 jest.setTimeout(Math.max(180_000, STREAM_MB * 400));
 
-const STACK_MAIN = path.resolve(__dirname, '../../src/stack/main.js');
+const STACK_MAIN = path.resolve(__dirname, '../../tools/stack/main.js');
 const SIDECAR_MAIN = path.resolve(__dirname, '../../src/main.js');
 
 /** An engine that streams `x-test-bytes` of content as fast as it is read, then destroys the socket. */

@@ -2,13 +2,13 @@
 // published template differs from llama.cpp's copy (the R1 distills, Qwen3 Thinking-2507), an engine without a
 // reasoning parser, a model no table entry knows (CHAT_TEMPLATE's template path), and a served template that is
 // not the engine's (the engine's own check ends it). The replicas are fake engines serving the same template
-// (src/fake-engine/template-model.ts: OUR READING of an engine, its renderer held equal to the engines' code by
+// (tools/fake-engine/template-model.ts: OUR READING of an engine, its renderer held equal to the engines' code by
 // test/unit/template-engine-prompt.test.ts); each answers a continuation only when its prompt is exactly the
 // uninterrupted prompt plus a prefix of its answer, so a drifting leg 2 cannot pass.
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { resetFaults } from '../../src/fake-engine/faults';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { CHECKPOINTS } from '../fidelity/checkpoints';
 import { provisionAssets } from '../fidelity/harness-client';
 import { chatBody, newRequestId, postChat } from '../support/client';

@@ -5,8 +5,8 @@
 
 import { execFileSync } from 'node:child_process';
 import * as path from 'node:path';
-import { resetFaults } from '../../src/fake-engine/faults';
 import { loadModelTokenizer } from '../../src/templates/model-tokenizer';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectOneCompleteStream, seenFor } from './helpers';

@@ -2,13 +2,13 @@
 // OTLP/HTTP receiver that decodes the protobuf bodies the exporters send (test/support/otlp-receiver.ts): one
 // request span joined to the client's traceparent, leg 1's span failed, leg 2's span succeeded under it, the
 // decisions as span events, the GenAI attributes, and each leg's traceparent carrying its own span. With
-// Envoy's tracer on (src/stack/envoy-tracing.ts), Envoy's spans arrive in the same trace. Through the real
+// Envoy's tracer on (tools/stack/envoy-tracing.ts), Envoy's spans arrive in the same trace. Through the real
 // OpenTelemetry Collector: OTLP/HTTP, and OTLP/gRPC with gzip, headers and B3 propagation.
 //
 // The sidecar runs as its own process here (sidecarProcess): its OpenTelemetry exporters load their transport
 // with import(), which jest's VM refuses without --experimental-vm-modules (no span would leave).
 import * as path from 'node:path';
-import { resetFaults } from '../../src/fake-engine/faults';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { type Collector, provisionCollector, startCollector } from '../support/otelcol';
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from '../support/otlp-receiver';

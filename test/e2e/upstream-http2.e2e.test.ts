@@ -7,7 +7,7 @@
 // legs, each continued.
 import { execFileSync } from 'node:child_process';
 import { request } from 'undici';
-import { resetFaults } from '../../src/fake-engine/faults';
+import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectOneCompleteStream } from './helpers';

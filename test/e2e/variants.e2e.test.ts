@@ -1,7 +1,7 @@
 // Deployment variants through the real Envoy: prefix families, engines, the continuation router split,
 // configuration that turns the gateway off, and the gateway's own failure modes.
-import { resetFaults } from '../../src/fake-engine/faults';
-import { waitForExtProcHealth } from '../../src/stack/envoy-process';
+import { resetFaults } from '../../tools/fake-engine/faults';
+import { waitForExtProcHealth } from '../../tools/stack/envoy-process';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { expectOneCompleteStream, seenFor, uninterrupted } from './helpers';
@@ -35,7 +35,7 @@ describe('vLLM dialect, mixed with an SGLang continuation router', () => {
 
   test('CONTINUATION_URL split: leg2 goes to the continuation router; the vLLM reasoning field and leg1 id are kept', async () => {
     // Restart the continuation replica as SGLang on the same port, so the field-name rewrite is exercised.
-    const { startFakeEngine } = await import('../../src/fake-engine/server');
+    const { startFakeEngine } = await import('../../tools/fake-engine/server');
     const port = stack.continuationEngine!.port;
     const sglang = await startFakeEngine({ port, name: 'continuation-sglang', dialect: 'sglang' });
     stack.continuationEngine = sglang;
@@ -65,7 +65,7 @@ describe('SGLang leg1, vLLM continuation router', () => {
   let stack: TestStack;
   beforeAll(async () => {
     stack = await startTestStack({ continuationReplica: true, env: {} });
-    const { startFakeEngine } = await import('../../src/fake-engine/server');
+    const { startFakeEngine } = await import('../../tools/fake-engine/server');
     const port = stack.continuationEngine!.port;
     await stack.continuationEngine!.close();
     stack.continuationEngine = await startFakeEngine({ port, name: 'continuation-vllm', dialect: 'vllm' });

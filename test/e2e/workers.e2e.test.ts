@@ -4,10 +4,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
-import { resetFaults } from '../../src/fake-engine/faults';
-import { type FakeEngine, startFakeEngine } from '../../src/fake-engine/server';
-import { type RunningEnvoy, startEnvoy } from '../../src/stack/envoy-process';
-import { freePorts } from '../../src/stack/ports';
+import { resetFaults } from '../../tools/fake-engine/faults';
+import { type FakeEngine, startFakeEngine } from '../../tools/fake-engine/server';
+import { type RunningEnvoy, startEnvoy } from '../../tools/stack/envoy-process';
+import { freePorts } from '../../tools/stack/ports';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { PROC_TAG_VAR, waitUntilGone } from '../support/processes';
 import { PORT_TAKEN } from '../support/stack';

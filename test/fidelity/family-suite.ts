@@ -4,14 +4,14 @@
 // the template (test/fidelity/model-output.ts), not from the table; the leg 2 request from the production planner
 // with CONTINUATION_MODEL naming the family and no template served (the table's own path); its prompt from the
 // engines' code (test/fidelity/harness.py); leg 2's text split by SGLang's own parsers, and for vLLM by our
-// reading of its parsers (src/fake-engine/family-speech.ts); in the vLLM suite (test/vllm/), by vLLM's own code. Every cut of a phase the table claims must be exact;
+// reading of its parsers (tools/fake-engine/family-speech.ts); in the vLLM suite (test/vllm/), by vLLM's own code. Every cut of a phase the table claims must be exact;
 // every other cut refused before leg 2 is sent; with no reasoning parser (the raw text in the content), no cut
 // may drift.
 import * as fs from 'node:fs';
-import { vllmPromptOpensReasoning, vllmSplit } from '../../src/fake-engine/family-speech';
 import { FAMILIES } from '../../src/families/table';
 import type { ModelFamily } from '../../src/families/types';
 import { templateSha256 } from '../../src/templates/served';
+import { vllmPromptOpensReasoning, vllmSplit } from '../../tools/fake-engine/family-speech';
 import { CHECKPOINTS } from './checkpoints';
 import { type Assets, Harness, provisionAssets } from './harness-client';
 import { type Cut, runTemplateCase } from './template-case';

@@ -1,9 +1,10 @@
-// What a model writes after its generation prompt, from its chat template (src/fake-engine/model-text.ts says
+// What a model writes after its generation prompt, from its chat template (tools/fake-engine/model-text.ts says
 // how), rendered here by transformers (test/fidelity/harness.py). The assistant turn carries the reasoning as
 // reasoning_content, reasoning and thinking (gpt-oss's template renders the analysis channel from `thinking` for
 // a final turn, as in training).
-import { type ModelTextHow, modelText } from '../../src/fake-engine/model-text';
+
 import { PARSER_MARKERS } from '../../src/templates/reasoning-markers';
+import { type ModelTextHow, modelText } from '../../tools/fake-engine/model-text';
 import type { Harness } from './harness-client';
 
 /** Word tokens with their leading space, a CJK and an emoji token (cuts right after a multi-byte character). */

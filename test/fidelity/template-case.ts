@@ -5,12 +5,12 @@
 // be exact (leg 2's prompt is the uninterrupted one plus the delivered raw text, and the stitched stream equals
 // the uninterrupted one) or refused before leg 2 is sent; anything else is a drift.
 
-import { markerSplit, promptOpens, type Split } from '../../src/fake-engine/marker-split';
 import { planContinuationRequest } from '../../src/recovery/continuation-request';
 import { HarmonySplit } from '../../src/recovery/harmony-split';
 import { designLeg2 } from '../../src/recovery/leg2-design';
 import { RestartGuard } from '../../src/recovery/restart-guard';
 import { serveTemplates } from '../../src/templates/served';
+import { markerSplit, promptOpens, type Split } from '../../tools/fake-engine/marker-split';
 import type { Harness } from './harness-client';
 import { modelOutput, rawTokens } from './model-output';
 

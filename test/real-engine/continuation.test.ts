@@ -16,7 +16,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { designLeg2 } from '../../src/recovery/continuation-request';
-import { repoRoot } from '../../src/stack/envoy-config';
+import { repoRoot } from '../../tools/stack/envoy-config';
 import { expectOneCompleteStream } from '../e2e/helpers';
 import { type ClientResult, newRequestId } from '../support/client';
 import { firstDifference, type LlamaReplica, locateAssets, type RealStack, startRealStack, startReplicas, streamChat } from './support';

@@ -10,9 +10,9 @@ import { request } from 'undici';
 import { loadConfig } from '../../src/config/env';
 import { createLogger } from '../../src/obs/logger';
 import { type Sidecar, startSidecar } from '../../src/sidecar';
-import { ROUTER_CLUSTER, repoRoot } from '../../src/stack/envoy-config';
-import { logTail, type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from '../../src/stack/envoy-process';
-import { freePorts } from '../../src/stack/ports';
+import { ROUTER_CLUSTER, repoRoot } from '../../tools/stack/envoy-config';
+import { logTail, type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from '../../tools/stack/envoy-process';
+import { freePorts } from '../../tools/stack/ports';
 import { type ClientResult, reassemble } from '../support/client';
 import { captureLogs } from '../support/log-capture';
 

@@ -5,10 +5,10 @@
 // last) or explicitly (the interruption event or an HTTP error with a JSON body). It prints the figures and
 // exits 1 on any other ending. Not part of `npm test` (minutes of two busy cores); run by hand:
 //   npm run soak -- --minutes 8 --streams 100 [--seed N] [--max-continuations 2]
-// It rests on the fake engine (src/fake-engine): the faults are ours, Envoy and the sidecar are the real ones.
+// It rests on the fake engine (tools/fake-engine): the faults are ours, Envoy and the sidecar are the real ones.
 import fs from 'node:fs';
-import { answerFor, prng } from '../../src/fake-engine/answer';
 import { INTERRUPTION_CODE } from '../../src/recovery/interruption';
+import { answerFor, prng } from '../../tools/fake-engine/answer';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack } from '../support/stack';
 

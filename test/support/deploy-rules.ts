@@ -10,8 +10,8 @@
 //     DRAIN_TIMEOUT, grace > terminationDrainDuration (docs/deploy.md "Drain")
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { repoRoot } from '../../src/stack/envoy-config';
-import { DEFAULT_MAX_HEAP_BYTES } from '../../src/stack/envoy-memory';
+import { repoRoot } from '../../tools/stack/envoy-config';
+import { DEFAULT_MAX_HEAP_BYTES } from '../../tools/stack/envoy-memory';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 

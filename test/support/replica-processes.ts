@@ -11,7 +11,7 @@ export interface ReplicaProcess {
   signal(sig: NodeJS.Signals): void;
 }
 
-const FAKE_ENGINE_MAIN = path.resolve(__dirname, '../../src/fake-engine/main.js');
+const FAKE_ENGINE_MAIN = path.resolve(__dirname, '../../tools/fake-engine/main.js');
 
 export async function startReplicaProcesses(n: number, args: string[] = []): Promise<ReplicaProcess[]> {
   const started: ReplicaProcess[] = [];

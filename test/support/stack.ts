@@ -3,13 +3,13 @@
 // `sidecarProcess`, as its own process whose log lines are read back), and the real Envoy binary in front,
 // exactly as `npm run stack` wires them.
 import { loadConfig } from '../../src/config/env';
-import { resetFaults } from '../../src/fake-engine/faults';
-import { type FakeEngine, type FakeEngineOptions, startFakeEngine } from '../../src/fake-engine/server';
 import { createLogger } from '../../src/obs/logger';
 import { type Sidecar, startSidecar } from '../../src/sidecar';
-import { type RunningEnvoy, startEnvoy } from '../../src/stack/envoy-process';
-import type { EnvoyTracingOptions } from '../../src/stack/envoy-tracing';
-import type { ChildExit } from '../../src/stack/managed-child';
+import { resetFaults } from '../../tools/fake-engine/faults';
+import { type FakeEngine, type FakeEngineOptions, startFakeEngine } from '../../tools/fake-engine/server';
+import { type RunningEnvoy, startEnvoy } from '../../tools/stack/envoy-process';
+import type { EnvoyTracingOptions } from '../../tools/stack/envoy-tracing';
+import type { ChildExit } from '../../tools/stack/managed-child';
 import { captureLogs } from './log-capture';
 import { type SidecarProcess, startSidecarProcess } from './sidecar-process';
 

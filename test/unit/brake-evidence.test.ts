@@ -2,9 +2,9 @@
 // the pool (brakeEvidence), how the brake counts it (a `repeat` failure once per source), and who a request
 // came from (requestSource).
 
-import { headersExceed, parseFault, resetFaults, takeFault } from '../../src/fake-engine/faults';
 import { brakeEvidence, RecoveryBrake } from '../../src/recovery/admission-policy';
 import { requestSource } from '../../src/recovery/request-source';
+import { headersExceed, parseFault, resetFaults, takeFault } from '../../tools/fake-engine/faults';
 
 const S = { failures: 3, windowMs: 10_000, openMs: 5_000 };
 const repeat = (source: string) => ({ failed: 'repeat' as const, source });

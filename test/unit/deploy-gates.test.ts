@@ -18,7 +18,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { repoRoot } from '../../src/stack/envoy-config';
+import { repoRoot } from '../../tools/stack/envoy-config';
 import { strictCrdSchemaFile } from '../support/crd-schema';
 import {
   argAfter,

@@ -6,8 +6,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { ensureEnvoy } from '../../src/stack/envoy-binary';
-import { repoRoot } from '../../src/stack/envoy-config';
+import { ensureEnvoy } from '../../tools/stack/envoy-binary';
+import { repoRoot } from '../../tools/stack/envoy-config';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -137,7 +137,7 @@ describe('deploy/docker-compose.yaml', () => {
       expect(s[name].build.context).toBe('..');
       expect(s[name].command).toEqual([
         'node',
-        'dist/src/fake-engine/main.js',
+        'dist/tools/fake-engine/main.js',
         '--port',
         '8000',
         '--host',

@@ -3,7 +3,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { ensureEnvoy, parseEnvoyVersion } from '../../src/stack/envoy-binary';
+import { ensureEnvoy, parseEnvoyVersion } from '../../tools/stack/envoy-binary';
 
 let tmp: string;
 

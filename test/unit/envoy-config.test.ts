@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { ensureEnvoy } from '../../src/stack/envoy-binary';
+import { ensureEnvoy } from '../../tools/stack/envoy-binary';
 import {
   DEMO_CONFIG_FILES,
   DEMO_ENVOY_OPTIONS,
@@ -14,7 +14,7 @@ import {
   renderEnvoyConfigJson,
   repoRoot,
   writeEnvoyConfig,
-} from '../../src/stack/envoy-config';
+} from '../../tools/stack/envoy-config';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -133,7 +133,7 @@ describe('renderEnvoyConfig passes `envoy --mode validate`', () => {
 describe('checked-in examples under envoy/', () => {
   it.each(DEMO_CONFIG_FILES.map(([f, o]) => [f, o] as const))('%s equals the generator output (no drift)', (file, o) => {
     const onDisk = fs.readFileSync(path.join(repoRoot(), 'envoy', file), 'utf8');
-    // Regenerate with `node dist/src/stack/envoy-config.js` after changing the generator.
+    // Regenerate with `node dist/tools/stack/envoy-config.js` after changing the generator.
     expect(onDisk).toBe(renderEnvoyConfigJson(o));
   });
 

@@ -4,15 +4,15 @@
 // landing on another replica, passthrough routes, fail-open when the sidecar is down, start/stop hygiene.
 import * as http from 'node:http';
 import * as net from 'node:net';
-import { ensureEnvoy } from '../../src/stack/envoy-binary';
+import { ensureEnvoy } from '../../tools/stack/envoy-binary';
 import {
   extProcHealthFlags,
   type RunningEnvoy,
   type StartEnvoyOptions,
   startEnvoy,
   waitForExtProcHealth,
-} from '../../src/stack/envoy-process';
-import { freePort, freePorts, isPortOpen } from '../../src/stack/ports';
+} from '../../tools/stack/envoy-process';
+import { freePort, freePorts, isPortOpen } from '../../tools/stack/ports';
 
 jest.setTimeout(60_000);
 

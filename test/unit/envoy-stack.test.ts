@@ -1,4 +1,4 @@
-// `npm run stack` plumbing (src/stack/main.ts) with stand-ins for the sidecar and the fake engine (the
+// `npm run stack` plumbing (tools/stack/main.ts) with stand-ins for the sidecar and the fake engine (the
 // STACK_SIDECAR_MAIN / STACK_FAKE_ENGINE_MAIN dev knobs), and the real Envoy: READY protocol, what the
 // sidecar is told, routing through the front listener, SIGTERM shutdown, a child dying on its own.
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -7,12 +7,12 @@ import * as http from 'node:http';
 import type * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { ensureEnvoy } from '../../src/stack/envoy-binary';
-import { freePort, isPortOpen } from '../../src/stack/ports';
+import { ensureEnvoy } from '../../tools/stack/envoy-binary';
+import { freePort, isPortOpen } from '../../tools/stack/ports';
 
 jest.setTimeout(60_000);
 
-const STACK_MAIN = path.resolve(__dirname, '../../src/stack/main.js');
+const STACK_MAIN = path.resolve(__dirname, '../../tools/stack/main.js');
 
 // Stand-in sidecar: a TCP listener on $PORT (enough for Envoy's TCP health check); records its env and pid.
 const SIDECAR_STANDIN = `
@@ -129,7 +129,7 @@ async function gone(pid: number, ms = 5000): Promise<boolean> {
   return !alive(pid);
 }
 
-describe('npm run stack (src/stack/main.ts)', () => {
+describe('npm run stack (tools/stack/main.ts)', () => {
   it('demo mode: two fake engines, sidecar told the egress URL, READY alone on stdout, SIGTERM stops all and exits 0', async () => {
     const listenPort = await freePort();
     const st = startStack({ LISTEN_PORT: String(listenPort), CONTINUATION_ENGINE: 'vllm' });

@@ -13,9 +13,9 @@ import { ENVOY_TOO_OLD, ENVOY_VERSION_UNKNOWN, EnvoyVersionCheck, isOlderThan, p
 import { createLogger } from '../../src/obs/logger';
 import { Metrics } from '../../src/obs/metrics';
 import { AdmissionAuthority, admissionSettings } from '../../src/recovery/admission';
-import { ensureEnvoy } from '../../src/stack/envoy-binary';
 import type { GatewayContext } from '../../src/stream/context';
 import { RequestExchange } from '../../src/stream/request-exchange';
+import { ensureEnvoy } from '../../tools/stack/envoy-binary';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 

@@ -1,9 +1,9 @@
 // Pure parts of the fake engine: answer determinism, tokenisation round trip, prefix parsing, fault specs.
-import { answerFor, promptTokenCount } from '../../src/fake-engine/answer';
-import { parseFault, parseFaultList, resetFaults, takeFault } from '../../src/fake-engine/faults';
-import { remainderAfter } from '../../src/fake-engine/plan';
-import { parsePrefix } from '../../src/fake-engine/prefix-parse';
-import { tokenize } from '../../src/fake-engine/tokens';
+import { answerFor, promptTokenCount } from '../../tools/fake-engine/answer';
+import { parseFault, parseFaultList, resetFaults, takeFault } from '../../tools/fake-engine/faults';
+import { remainderAfter } from '../../tools/fake-engine/plan';
+import { parsePrefix } from '../../tools/fake-engine/prefix-parse';
+import { tokenize } from '../../tools/fake-engine/tokens';
 
 const convo = (text: string) => [{ role: 'user', content: text }];
 

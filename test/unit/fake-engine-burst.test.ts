@@ -1,9 +1,9 @@
 // x-fake-burst (several token chunks per timer step) and the engine's respect of its socket's
 // backpressure: a client that stops reading must stop the generation, not grow the engine's buffers.
 import net from 'node:net';
-import { resetFaults } from '../../src/fake-engine/faults';
-import { type FakeEngine, type SeenRequest, startFakeEngine } from '../../src/fake-engine/server';
-import { postJson, sseChunks } from '../../src/fake-engine/sse-client';
+import { resetFaults } from '../../tools/fake-engine/faults';
+import { type FakeEngine, type SeenRequest, startFakeEngine } from '../../tools/fake-engine/server';
+import { postJson, sseChunks } from '../../tools/fake-engine/sse-client';
 
 const body = {
   model: 'm',

@@ -3,10 +3,11 @@
 // request that does not continue this answer must fail loudly. What the family formats and parser splits look
 // like is the family table's and family-speech.ts's; that they match the real templates and SGLang's parsers is
 // test/unit/family-fidelity.test.ts.
-import { resetFaults } from '../../src/fake-engine/faults';
-import { type Dialect, type FakeEngine, startFakeEngine } from '../../src/fake-engine/server';
-import { postJson, sseChunks } from '../../src/fake-engine/sse-client';
+
 import { planContinuationRequest } from '../../src/recovery/continuation-request';
+import { resetFaults } from '../../tools/fake-engine/faults';
+import { type Dialect, type FakeEngine, startFakeEngine } from '../../tools/fake-engine/server';
+import { postJson, sseChunks } from '../../tools/fake-engine/sse-client';
 
 const messages = [
   { role: 'system', content: 'You are terse.' },

@@ -1,9 +1,9 @@
 // Every injected fault, observed from the client side the way a gateway would see it, plus the shared
 // registry, client-abort tracking and a prompt close() with hung requests.
 import net from 'node:net';
-import { baseRequestId, resetFaults, takeFault } from '../../src/fake-engine/faults';
-import { type FakeEngine, type SeenRequest, startFakeEngine } from '../../src/fake-engine/server';
-import { postJson, sseChunks } from '../../src/fake-engine/sse-client';
+import { baseRequestId, resetFaults, takeFault } from '../../tools/fake-engine/faults';
+import { type FakeEngine, type SeenRequest, startFakeEngine } from '../../tools/fake-engine/server';
+import { postJson, sseChunks } from '../../tools/fake-engine/sse-client';
 
 const body = {
   model: 'm',

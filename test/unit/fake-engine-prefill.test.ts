@@ -1,8 +1,8 @@
 // The fake engine's slow-prefill mode: the first token comes later the more prefills the replica runs.
 
-import { PrefillLoad } from '../../src/fake-engine/prefill';
-import { type FakeEngine, startFakeEngine } from '../../src/fake-engine/server';
-import { postJson, sseChunks } from '../../src/fake-engine/sse-client';
+import { PrefillLoad } from '../../tools/fake-engine/prefill';
+import { type FakeEngine, startFakeEngine } from '../../tools/fake-engine/server';
+import { postJson, sseChunks } from '../../tools/fake-engine/sse-client';
 
 describe('PrefillLoad', () => {
   it('each arrival waits msPerConcurrent x the prefills in progress, itself included; done frees one, once', () => {

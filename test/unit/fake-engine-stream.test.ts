@@ -1,9 +1,9 @@
 // The fake engine over real HTTP: stream and JSON shapes per dialect, limits, tools, side endpoints.
 import { request } from 'undici';
-import { answerFor, promptTokenCount } from '../../src/fake-engine/answer';
-import { resetFaults } from '../../src/fake-engine/faults';
-import { type FakeEngine, startFakeEngine } from '../../src/fake-engine/server';
-import { postJson, sseChunks } from '../../src/fake-engine/sse-client';
+import { answerFor, promptTokenCount } from '../../tools/fake-engine/answer';
+import { resetFaults } from '../../tools/fake-engine/faults';
+import { type FakeEngine, startFakeEngine } from '../../tools/fake-engine/server';
+import { postJson, sseChunks } from '../../tools/fake-engine/sse-client';
 
 const messages = [{ role: 'user', content: 'Why is the sky blue?' }];
 const streamBody = (extra: Record<string, unknown> = {}) => ({

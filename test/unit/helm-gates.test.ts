@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { ensureEnvoy } from '../../src/stack/envoy-binary';
+import { ensureEnvoy } from '../../tools/stack/envoy-binary';
 import { podSpecs, ruleViolations } from '../support/deploy-rules';
 import { CHART, docsOfYaml, provisionHelm, ROOT, run, venvTool } from '../support/helm';
 

@@ -8,9 +8,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { loadConfig } from '../../src/config/env';
-import { startFakeEngine } from '../../src/fake-engine/server';
 import { checkTokenizerSetting, loadModelTokenizer, type TextTokenizer, tokenizerFile } from '../../src/templates/model-tokenizer';
 import { countRecoveredTokens, forgetDetectedDialects } from '../../src/upstream/tokenizer';
+import { startFakeEngine } from '../../tools/fake-engine/server';
 
 jest.setTimeout(180_000);
 

@@ -1,5 +1,5 @@
-import { prng } from '../../src/fake-engine/answer';
 import { type SseEvent, SseParser } from '../../src/sse/parser';
+import { prng } from '../../tools/fake-engine/answer';
 
 type Eol = '\n' | '\r\n' | '\r';
 const EOLS: Array<[string, Eol]> = [

@@ -1,5 +1,5 @@
-// The settings `npm run stack` reads itself (src/stack/stack-env.ts): bad values are one clear line.
-import { envoyTracingFrom, StackError } from '../../src/stack/stack-env';
+// The settings `npm run stack` reads itself (tools/stack/stack-env.ts): bad values are one clear line.
+import { envoyTracingFrom, StackError } from '../../tools/stack/stack-env';
 
 describe('ENVOY_OTLP_ENDPOINT (Envoy’s own OpenTelemetry tracer in npm run stack)', () => {
   it('unset or empty: no tracer', () => {

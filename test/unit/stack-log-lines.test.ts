@@ -1,4 +1,4 @@
-import { formatLine, stackLogFormat } from '../../src/stack/log-lines';
+import { formatLine, stackLogFormat } from '../../tools/stack/log-lines';
 
 describe("the stack's stderr lines", () => {
   it('prefixed on a terminal, JSON when piped; STACK_LOG_FORMAT overrides', () => {

@@ -2,14 +2,14 @@
 // dialect detection, and every way of falling back to the estimate.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { answerFor, promptTokenCount, withoutTrailingAssistant } from '../../src/fake-engine/answer';
-import { planRequest } from '../../src/fake-engine/plan';
-import { type FakeEngine, startFakeEngine, type TokenizerDialect } from '../../src/fake-engine/server';
-import { tokenize } from '../../src/fake-engine/tokens';
 import { designLeg2 } from '../../src/recovery/continuation-request';
 import { estimateRecoveredTokens } from '../../src/recovery/token-estimate';
 import { correctUsage } from '../../src/recovery/usage';
 import { applyTemplateUrl, type CountOptions, countRecoveredTokens, forgetDetectedDialects } from '../../src/upstream/tokenizer';
+import { answerFor, promptTokenCount, withoutTrailingAssistant } from '../../tools/fake-engine/answer';
+import { planRequest } from '../../tools/fake-engine/plan';
+import { type FakeEngine, startFakeEngine, type TokenizerDialect } from '../../tools/fake-engine/server';
+import { tokenize } from '../../tools/fake-engine/tokens';
 
 const RATES = { cjk: 1.6, other: 4 };
 const payload = {

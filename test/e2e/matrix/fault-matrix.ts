@@ -9,13 +9,13 @@
 // at max_tokens = N a fault after the last token leaves no budget, so no leg 2), and leg 2's reduced budget
 // must be exactly what it had left to write plus that one.
 
-import { answerFor } from '../../../src/fake-engine/answer';
-import { rawTokens } from '../../../src/fake-engine/family-speech';
-import { resetFaults } from '../../../src/fake-engine/faults';
-import { planRequest } from '../../../src/fake-engine/plan';
-import type { Dialect, TokenizerDialect } from '../../../src/fake-engine/server';
-import { tokenize } from '../../../src/fake-engine/tokens';
 import { selectFamily } from '../../../src/families/select';
+import { answerFor } from '../../../tools/fake-engine/answer';
+import { rawTokens } from '../../../tools/fake-engine/family-speech';
+import { resetFaults } from '../../../tools/fake-engine/faults';
+import { planRequest } from '../../../tools/fake-engine/plan';
+import type { Dialect, TokenizerDialect } from '../../../tools/fake-engine/server';
+import { tokenize } from '../../../tools/fake-engine/tokens';
 import { type ClientResult, chatBody, newRequestId, postChat } from '../../support/client';
 import { startTestStack, type TestStack } from '../../support/stack';
 import { expectInterruption, expectOneCompleteStream, seenFor, uninterrupted } from '../helpers';

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { repoRoot } from '../../../src/stack/envoy-config';
+import { repoRoot } from '../../../tools/stack/envoy-config';
 
 export interface RuntimeImage {
   /** The directory standing for WORKDIR /app. */

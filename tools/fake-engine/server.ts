@@ -40,19 +40,19 @@ export interface FakeEngineOptions {
    */
   tokenizer?: TokenizerDialect;
   /**
-   * How `x-fake-fault` steps are counted (src/fake-engine/faults.ts): per header value (default, the tests), or
+   * How `x-fake-fault` steps are counted (tools/fake-engine/faults.ts): per header value (default, the tests), or
    * per header value and client request (`request`: the demo, where the same curl line crashes every time).
    */
   faultScope?: FaultScope;
   /**
-   * The slow-prefill mode (src/fake-engine/prefill.ts): a chat request's answer starts this many ms times the
+   * The slow-prefill mode (tools/fake-engine/prefill.ts): a chat request's answer starts this many ms times the
    * prefills in progress (itself included) after it arrives; 0 (default) = at once.
    */
   prefillMsPerConcurrent?: number;
   /** ... plus this many ms for every chat request, whatever the load (a prefill that takes time but does not queue). */
   prefillMs?: number;
   /**
-   * Serve this chat template (src/fake-engine/template-model.ts): requests rendered by the dialect's rule, the
+   * Serve this chat template (tools/fake-engine/template-model.ts): requests rendered by the dialect's rule, the
    * answer the template shows the model writing, split by a marker parser or none. Replaces `family`.
    */
   chatTemplate?: TemplateModelOptions;

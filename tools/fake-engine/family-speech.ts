@@ -3,7 +3,7 @@
 // parser splits them into the reasoning and content deltas a client receives. The SGLang and vLLM splits here
 // are OUR reading of their parsers (docs/families.md names the files): the fidelity suite checks the SGLang one
 // against SGLang's own parser code, the vLLM one only stands for vLLM, which cannot run here.
-import type { ModelFamily } from '../families/types';
+import type { ModelFamily } from '../../src/families/types';
 
 /** Special markers are single tokens (`<|channel|>`, `<think>`); text between them is split as the caller did. */
 const MARKER = /(<\|[a-z_]+\|>|<\/?think>)/;

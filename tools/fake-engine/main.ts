@@ -1,12 +1,12 @@
-// CLI for the demo: `node dist/src/fake-engine/main.js --port 9001 --name replica-a --dialect sglang
+// CLI for the demo: `node dist/tools/fake-engine/main.js --port 9001 --name replica-a --dialect sglang
 // --family generic|<a CONTINUATION_MODEL name> --token-ms 40 [--tokenizer sglang|vllm|llamacpp]
-// [--chat-template FILE|DIR [--reasoning-parser markers|none]] (serve that template: src/fake-engine/template-model.ts)
+// [--chat-template FILE|DIR [--reasoning-parser markers|none]] (serve that template: tools/fake-engine/template-model.ts)
 // [--fault-scope header|request] [--prefill-ms MS] [--prefill-ms-per-concurrent MS]`. Prints one line when listening (the demo waits for it). SIGUSR1 makes it
 // fall over and come back (FakeEngine.failFor): its streams are reset and it answers 503 for
 // --unavailable-ms (default 3000).
 
-import { selectFamily } from '../families/select';
-import { readTemplateFiles } from '../templates/source';
+import { selectFamily } from '../../src/families/select';
+import { readTemplateFiles } from '../../src/templates/source';
 import type { Dialect } from './dialect';
 import { type FakeEngineOptions, startFakeEngine } from './server';
 

@@ -1,6 +1,6 @@
 // The fake engine's `generic` family (an engine whose markers the client never sees and nobody counts): the
 // inverse of the reference gateway's `<think>` + reasoning [+ `</think>` + content] prefix. Every other family
-// speaks through src/fake-engine/family-speech.ts. (The kimi-k3 markers stay for the unit tests of this parser.)
+// speaks through tools/fake-engine/family-speech.ts. (The kimi-k3 markers stay for the unit tests of this parser.)
 
 export type PrefixFamily = 'generic' | 'kimi-k3';
 

@@ -3,7 +3,7 @@
 // The bootstrap is a plain object written as JSON (Envoy reads JSON bootstraps as YAML's subset). Every
 // setting that is not Envoy's default, or whose default we rely on, carries a comment saying WHY. The
 // checked-in example envoy/envoy.demo.json is this function's output for DEMO_ENVOY_OPTIONS; a unit test
-// fails when the two drift apart (regenerate with `node dist/src/stack/envoy-config.js`).
+// fails when the two drift apart (regenerate with `node dist/tools/stack/envoy-config.js`).
 //
 // Layout (see envoy/README.md):
 //   front listener    (listenPort)               clients -> chat: front_chat; other paths: router tier
@@ -38,7 +38,7 @@ export interface UpstreamHost {
 export interface EnvoyConfigOptions {
   /**
    * Port of the client-facing (front) listener. For this and the other listener and admin ports, 0 means an
-   * ephemeral port that Envoy binds itself (read back from its admin interface: src/stack/envoy-process.ts).
+   * ephemeral port that Envoy binds itself (read back from its admin interface: tools/stack/envoy-process.ts).
    */
   listenPort: number;
   /** Admin interface port, always bound to 127.0.0.1 (0: ephemeral, Envoy writes it to --admin-address-path). */
@@ -134,13 +134,13 @@ export const EXT_PROC_CLUSTER = 'ext_proc';
 
 // The headers between the sidecar and its egress listeners are named once, where the sidecar reads and
 // writes them: Envoy's %RESPONSE_FLAGS%, the replica that served a leg, the replica a recovery leg avoids.
-import { AVOID_HOST_HEADER, UPSTREAM_FLAGS_HEADER, UPSTREAM_HOST_HEADER } from '../request/forward-headers';
+import { AVOID_HOST_HEADER, UPSTREAM_FLAGS_HEADER, UPSTREAM_HOST_HEADER } from '../../src/request/forward-headers';
 
 /** Request header the front listener sets to the client's own x-request-id (absent when Envoy generated it). */
-export { CLIENT_REQUEST_ID_HEADER } from '../openai/tool-call-ids';
+export { CLIENT_REQUEST_ID_HEADER } from '../../src/openai/tool-call-ids';
 export { AVOID_HOST_HEADER, UPSTREAM_FLAGS_HEADER, UPSTREAM_HOST_HEADER };
 
-import { CLIENT_REQUEST_ID_HEADER } from '../openai/tool-call-ids';
+import { CLIENT_REQUEST_ID_HEADER } from '../../src/openai/tool-call-ids';
 import { collectorCluster, type EnvoyTracingOptions, withHcmTracing } from './envoy-tracing';
 
 /** The `envoy.lb` metadata key listing, on each replica, the names it stands in for. */
@@ -843,12 +843,12 @@ export const DEMO_CONFIG_FILES: ReadonlyArray<readonly [string, EnvoyConfigOptio
   ['envoy.demo-continuation.json', DEMO_CONTINUATION_ENVOY_OPTIONS],
 ];
 
-/** Repository root (dist/src/stack -> ../../..). */
+/** Repository root (dist/tools/stack -> ../../..). */
 export function repoRoot(): string {
   return path.resolve(__dirname, '..', '..', '..');
 }
 
-// `node dist/src/stack/envoy-config.js` re-renders the checked-in examples.
+// `node dist/tools/stack/envoy-config.js` re-renders the checked-in examples.
 if (require.main === module) {
   for (const [name, opts] of DEMO_CONFIG_FILES) {
     const file = path.join(repoRoot(), 'envoy', name);

@@ -6,7 +6,7 @@
 //
 // stdout carries exactly one line, `READY http://127.0.0.1:<LISTEN_PORT>`, once Envoy is ready and the sidecar
 // is seen healthy; everything else (ours and the children's output: `[name] line` on a terminal, one JSON object
-// per line otherwise, src/stack/log-lines.ts) goes to stderr, including a
+// per line otherwise, tools/stack/log-lines.ts) goes to stderr, including a
 // `ports:` line. Every port not set explicitly is ephemeral and bound by the process that listens on it
 // (port 0; nothing is picked free first), so that stacks can run side by side and back to back (the
 // sidecar's own defaults, 50051 and 9090, are for deployments).
@@ -14,12 +14,12 @@
 // Stopping: SIGTERM (or SIGHUP: the terminal closed) lets the sidecar drain first, Envoy and the engines still
 // serving, for DRAIN_TIMEOUT_SECONDS at most, then stops Envoy and the engines; SIGINT stops everything at
 // once; a second signal SIGKILLs everything. Exit 0, or 1 when a child died on its own (the rest is stopped).
-// When this process is killed outright, each child's watchdog ends it (src/stack/envoy-process.ts).
+// When this process is killed outright, each child's watchdog ends it (tools/stack/envoy-process.ts).
 
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
-import { selectFamily } from '../families/select';
+import { selectFamily } from '../../src/families/select';
 import { ensureEnvoy } from './envoy-binary';
 import { describeExit, type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from './envoy-process';
 import { formatLine, stackLogFormat } from './log-lines';
@@ -38,10 +38,11 @@ interface Started {
 
 async function main(): Promise<number> {
   const env = process.env;
-  const distSrc = path.resolve(__dirname, '..');
+  // This file runs as dist/tools/stack/main.js: the product is dist/src, the fake engine dist/tools/fake-engine.
+  const dist = path.resolve(__dirname, '..', '..');
   // Dev knobs (envoy/README.md): run stand-ins instead of the real sidecar / fake engine (the stack test does).
-  const sidecarMain = env.STACK_SIDECAR_MAIN || path.join(distSrc, 'main.js');
-  const fakeEngineMain = env.STACK_FAKE_ENGINE_MAIN || path.join(distSrc, 'fake-engine', 'main.js');
+  const sidecarMain = env.STACK_SIDECAR_MAIN || path.join(dist, 'src', 'main.js');
+  const fakeEngineMain = env.STACK_FAKE_ENGINE_MAIN || path.join(dist, 'tools', 'fake-engine', 'main.js');
   const startTimeoutMs = envNumber(env, 'STACK_START_TIMEOUT_SECONDS', 60, { min: 1 }) * 1000;
 
   const listenPortEnv = env.LISTEN_PORT?.trim() ? envNumber(env, 'LISTEN_PORT', 0, { int: true, min: 1 }) : undefined;
@@ -53,9 +54,9 @@ async function main(): Promise<number> {
   const upstreamHeadersTimeoutSeconds = envNumber(env, 'UPSTREAM_HEADERS_TIMEOUT_SECONDS', 60, { min: 0.001 });
   const adminPortEnv = env.ENVOY_ADMIN_PORT ? envNumber(env, 'ENVOY_ADMIN_PORT', 0, { int: true, min: 1 }) : undefined;
   const envoyLogLevel = env.ENVOY_LOG_LEVEL?.trim() || 'warning';
-  // Envoy's memory cap for clients that do not read (src/stack/envoy-memory.ts; default 384 MiB).
+  // Envoy's memory cap for clients that do not read (tools/stack/envoy-memory.ts; default 384 MiB).
   const envoyMaxHeapMb = env.ENVOY_MAX_HEAP_MB?.trim() ? envNumber(env, 'ENVOY_MAX_HEAP_MB', 384, { int: true, min: 32 }) : undefined;
-  // Envoy's own OpenTelemetry tracer (src/stack/envoy-tracing.ts): off unless an OTLP/HTTP collector is named.
+  // Envoy's own OpenTelemetry tracer (tools/stack/envoy-tracing.ts): off unless an OTLP/HTTP collector is named.
   const envoyTracing = envoyTracingFrom(env.ENVOY_OTLP_ENDPOINT);
   // grpc.health.v1 by default: it also sees a draining (NOT_SERVING) or wedged sidecar, which a TCP check cannot.
   const healthCheck = (env.ENVOY_EXT_PROC_HEALTH_CHECK?.trim().toLowerCase() || 'grpc') as 'tcp' | 'grpc';

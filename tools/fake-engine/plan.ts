@@ -2,8 +2,8 @@
 // prompt size, or the HTTP error a real engine (or a strict test double) would answer. A continuation
 // is checked against the deterministic answer so a gateway that builds a wrong prefix fails loudly.
 import { randomBytes } from 'node:crypto';
-import { selectFamily } from '../families/select';
-import type { ModelFamily } from '../families/types';
+import { selectFamily } from '../../src/families/select';
+import type { ModelFamily } from '../../src/families/types';
 import { type AnswerSize, answerFor, promptTokenCount, withoutTrailingAssistant } from './answer';
 import type { Dialect, TokenDelta } from './dialect';
 import { type Delta, rawTokens, sglangSplit, vllmSplit } from './family-speech';
@@ -199,7 +199,7 @@ function planOne(body: any, headers: Record<string, string>, dialect: Dialect, f
 }
 
 /**
- * A family's answer (src/fake-engine/family-speech.ts): its raw tokens, markers included and counted, split by
+ * A family's answer (tools/fake-engine/family-speech.ts): its raw tokens, markers included and counted, split by
  * the dialect's reasoning parser; a continuation resumes where the request says the answer was cut.
  */
 function planFamilyAnswer(

@@ -5,9 +5,9 @@
 // reasoning parser that removes only the markers would (marker-split.ts), or not at all (`parser: 'none'`). A
 // continuation is answered only when its prompt is exactly the uninterrupted prompt plus a prefix of that
 // answer; anything else is the mismatch a model would drift on (a 400 here, so a test cannot miss it).
-import { enginePrompt, type SpecialTokens } from '../templates/engine-prompt';
-import { PARSER_MARKERS } from '../templates/reasoning-markers';
-import { ChatTemplate } from '../templates/renderer';
+import { enginePrompt, type SpecialTokens } from '../../src/templates/engine-prompt';
+import { PARSER_MARKERS } from '../../src/templates/reasoning-markers';
+import { ChatTemplate } from '../../src/templates/renderer';
 import { type Answer, withoutTrailingAssistant } from './answer';
 import type { Dialect, TokenDelta } from './dialect';
 import { markerSplit, promptOpens } from './marker-split';

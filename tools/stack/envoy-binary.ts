@@ -5,7 +5,7 @@
 // project-local virtualenv <repo>/.venv (installed once, reused afterwards; concurrent installers, e.g. two
 // jest workers, are serialised with a mkdir lock next to .venv).
 //
-// Runnable as a script: `node dist/src/stack/envoy-binary.js` prints the path (npm run envoy:install).
+// Runnable as a script: `node dist/tools/stack/envoy-binary.js` prints the path (npm run envoy:install).
 import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -111,7 +111,7 @@ function whichOnPath(name: string, pathVar: string | undefined): string | undefi
   return undefined;
 }
 
-/** Repository root computed from the compiled file's location (dist/src/stack -> ../../..). */
+/** Repository root computed from the compiled file's location (dist/tools/stack -> ../../..). */
 export function defaultVenvDir(): string {
   return path.join(path.resolve(__dirname, '..', '..', '..'), '.venv');
 }
