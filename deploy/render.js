@@ -5,7 +5,7 @@
 //
 //   npm run build && node deploy/render.js
 //
-// test/unit/deploy.test.ts fails when a file on disk differs from this script's output, and runs
+// test/unit/deploy/artefacts.test.ts fails when a file on disk differs from this script's output, and runs
 // `envoy --mode validate` on every complete bootstrap. Plain CommonJS (not TypeScript) so it can live under
 // deploy/ and run from the compiled generator in dist/.
 

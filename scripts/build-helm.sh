@@ -5,7 +5,7 @@
 #   ~/.cache/continuation-gateway/helm/<version>/helm
 #
 # The build is skipped when the cached binary answers `version`. The last line printed on stdout is the
-# absolute path of the binary (test/unit/helm-gates.test.ts reads it).
+# absolute path of the binary (test/unit/deploy/helm-gates.test.ts reads it).
 #
 # Exit codes: 0 built or cached; 3 no Go toolchain, or the module proxy is unreachable (the gate then skips
 # with this script's message); anything else is a real failure.

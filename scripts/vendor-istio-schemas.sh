@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Vendors the JSON schemas of the Istio resources deploy/istio/ uses (EnvoyFilter, DestinationRule,
 # VirtualService) into deploy/schemas/istio/, for the offline check-jsonschema gate of
-# test/unit/deploy-gates.test.ts. Source: the CRDs' openAPIV3Schema in istio.io/api's
+# test/unit/deploy/gates.test.ts. Source: the CRDs' openAPIV3Schema in istio.io/api's
 # kubernetes/customresourcedefinitions.gen.yaml, the Go module istio.io/api at ISTIO_API_VERSION, downloaded
 # with `go mod download` (the Go module proxy) into a temporary GOPATH. Each output file holds the served
 # version's openAPIV3Schema unchanged, plus $schema, $id and a $comment naming the module, its version and

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Vendors the JSON schemas of the Prometheus Operator resources the Helm chart renders (PodMonitor,
 # ServiceMonitor, PrometheusRule) into deploy/schemas/prometheus-operator/, for the offline check-jsonschema gate
-# of test/unit/helm-chart.test.ts. Source: the CRDs' openAPIV3Schema in example/prometheus-operator-crd/ of the Go
+# of test/unit/deploy/helm-chart.test.ts. Source: the CRDs' openAPIV3Schema in example/prometheus-operator-crd/ of the Go
 # module github.com/prometheus-operator/prometheus-operator at PROMETHEUS_OPERATOR_VERSION, downloaded with `go mod
 # download` (the Go module proxy) into a temporary GOPATH. Each output file holds the served version's
 # openAPIV3Schema unchanged, plus $schema, $id and a $comment naming the module, its version and its go.sum hash

@@ -62,7 +62,7 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
   // Announced once the signal handlers are in place: a supervisor that sends SIGTERM as soon as it reads this
-  // line gets a drain, not Node's default exit (seen in test/unit/tracing.test.ts).
+  // line gets a drain, not Node's default exit (seen in test/unit/obs/tracing.test.ts).
   if (!worker) process.stdout.write(`SIDECAR listening ${sidecar.port} admin ${sidecar.adminPort}\n`);
 }
 

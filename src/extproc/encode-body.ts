@@ -1,7 +1,7 @@
 // The messages the sidecar sends for every originated response: one per relayed body chunk, and the response
 // headers once per request. Encoded by hand, because going through proto-loader means building a message
 // object and converting it (fromObject) each time. Wire format (field numbers from envoy.service.ext_proc.v3
-// and envoy.config.core.v3, checked against proto-loader's own encoding in test/unit/encode-body.test.ts):
+// and envoy.config.core.v3, checked against proto-loader's own encoding in test/unit/extproc/encode-body.test.ts):
 //   ProcessingResponse.streamed_immediate_response = 11 (length-delimited)
 //     StreamedImmediateResponse.body_response = 2 (length-delimited)
 //       StreamedBodyResponse.body = 1 (bytes), end_of_stream = 2 (varint bool)

@@ -1,4 +1,4 @@
-// The README's family x engine table, written from the family table itself (test/unit/families.test.ts checks
+// The README's family x engine table, written from the family table itself (test/unit/families/table.test.ts checks
 // the README carries exactly this), so the documentation cannot drift from what the gateway does.
 import { FAMILIES } from './table';
 import { ENGINES, type EngineRule, type ModelFamily } from './types';

@@ -1,7 +1,7 @@
 // The sidecar's Prometheus metrics (prom-client), one registry per Sidecar instance (tests run several in one
 // process). The data path only calls the named methods below; the admin server renders registry.metrics().
 // Names follow Prometheus conventions: snake_case, `_total` counters, `_seconds` durations, and every one of the
-// sidecar's own starts with `continuation_gateway_` (test/unit/metrics-series.test.ts checks it). Every labelled
+// sidecar's own starts with `continuation_gateway_` (test/unit/obs/metrics-series.test.ts checks it). Every labelled
 // series with a known label value starts at 0 (./metric-labels.ts). The latency histograms follow the
 // OpenTelemetry GenAI server metrics (gen_ai.server.time_to_first_token, gen_ai.server.request.duration:
 // https://opentelemetry.io/docs/specs/semconv/gen-ai/gen-ai-metrics/), their names and bucket boundaries.

@@ -111,7 +111,7 @@ export const NO_TRACING: Tracing = {
 /** The tracing of this process: the no-op one unless `cfg` (an OTLP endpoint) is set. */
 export function createTracing(cfg: TracingConfig | undefined): Tracing {
   if (!cfg) return NO_TRACING;
-  // Loaded here only: with tracing off, no @opentelemetry module is ever required (test/unit/tracing.test.ts).
+  // Loaded here only: with tracing off, no @opentelemetry module is ever required (test/unit/obs/tracing.test.ts).
   const { SdkTracing } = require('./tracing-sdk') as typeof import('./tracing-sdk');
   return new SdkTracing(cfg);
 }

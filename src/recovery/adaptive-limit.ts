@@ -1,5 +1,5 @@
 // The adaptive re-prefill limit (RECOVERY_ADAPTIVE=true), pure: state in, state out, no clock, no I/O, so the
-// tables in test/unit/adaptive-limit.test.ts run in microseconds.
+// tables in test/unit/recovery/adaptive-limit.test.ts run in microseconds.
 //
 // What it reads: how long recovery legs take to their first token on the surviving replicas, against the
 // pool's normal first-token latency (leg 1's first attempts, measured while no recovery was in flight). A pool

@@ -1,5 +1,5 @@
 // The prompt text an engine builds from a chat-completions body through a chat template, by that engine's own
-// rule. Restated from the engines' code (versions and lines below); test/unit/template-engine-prompt.test.ts runs
+// rule. Restated from the engines' code (versions and lines below); test/unit/templates/engine-prompt.test.ts runs
 // the same bodies through SGLang's own functions and transformers' renderer (test/fidelity/harness.py) and
 // requires the same text.
 //

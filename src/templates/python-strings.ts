@@ -3,7 +3,7 @@
 // `strip` / `lstrip` / `rstrip`: `this.value.trim()`), where the engines' Jinja (Python) strips exactly the
 // characters given, or Python's whitespace. Templates depend on it: MiniMax-M2's
 // `content.split('</think>')[-1].strip('\n')` keeps a trailing space that JavaScript's trim() drops, which moves
-// transformers' continue_final_message cut (test/unit/template-renderer.test.ts renders such cases through both).
+// transformers' continue_final_message cut (test/unit/templates/renderer.test.ts renders such cases through both).
 //
 // Its `trim` filter (Interpreter.applyFilter, `operand.value.trim()`) strips JavaScript's whitespace too, not
 // Python's (U+0085 and U+001C-U+001F are Python whitespace, U+FEFF is not).

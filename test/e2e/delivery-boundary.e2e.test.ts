@@ -173,7 +173,7 @@ describe('leg2 stall bound and buffering modes', () => {
 
   test('leg2 silent after its first bytes: the interruption event on the stall timer, never a hang', async () => {
     // The stall timer (1 s here) comes before MAX_STALL_SECONDS (2 s); that MAX_STALL_SECONDS also bounds a leg 2
-    // silent before its first bytes is the planner's (test/unit/planner.test.ts).
+    // silent before its first bytes is the planner's (test/unit/recovery/planner.test.ts).
     const id = newRequestId();
     const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@10;stall@3' });
     expectInterruption(r, 'leg2-stall');

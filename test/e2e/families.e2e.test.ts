@@ -2,7 +2,7 @@
 // that cannot continue a cut (which must end explicitly), and the restart guard (a continuation that starts
 // the answer over is never appended). The replicas are fake engines speaking the family (their format and
 // parser split are our reading of the engines, checked against the real templates and SGLang's parsers by
-// test/unit/family-fidelity.test.ts).
+// test/unit/families/fidelity.test.ts).
 import { resetFaults } from '../../tools/fake-engine/faults';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';

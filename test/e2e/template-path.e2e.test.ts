@@ -3,7 +3,7 @@
 // reasoning parser, a model no table entry knows (CHAT_TEMPLATE's template path), and a served template that is
 // not the engine's (the engine's own check ends it). The replicas are fake engines serving the same template
 // (tools/fake-engine/template-model.ts: OUR READING of an engine, its renderer held equal to the engines' code by
-// test/unit/template-engine-prompt.test.ts); each answers a continuation only when its prompt is exactly the
+// test/unit/templates/engine-prompt.test.ts); each answers a continuation only when its prompt is exactly the
 // uninterrupted prompt plus a prefix of its answer, so a drifting leg 2 cannot pass.
 import * as fs from 'node:fs';
 import * as os from 'node:os';

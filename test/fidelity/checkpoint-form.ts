@@ -40,7 +40,7 @@ export interface CheckpointForm {
   finalTurn: string;
   /**
    * For a form at hand: the conversation `[{role: 'user', content: 'Hi'}]` rendered with add_generation_prompt and
-   * these kwargs (bos_token '<BOS>', eos_token '<EOS>') ends with `endsWith` (test/unit/checkpoint-renders.test.ts).
+   * these kwargs (bos_token '<BOS>', eos_token '<EOS>') ends with `endsWith` (test/unit/families/checkpoint-renders.test.ts).
    */
   promptEnds?: readonly { kwargs: Record<string, unknown>; endsWith: string }[];
   /** SGLang 0.5.23 and vLLM 0.33.0 --reasoning-parser names; absent = none fits or none is documented. */

@@ -1,7 +1,7 @@
 // Each checkpoint's OWN published chat template, and how it relates to the template files at hand (llama.cpp's
 // models/templates copies, scripts/llama-cpp-assets.sh): byte-identical, derived by a documented minimal edit,
 // rendering-equivalent, unverified, or not at hand. Data only, no I/O; the unit test
-// test/unit/checkpoints.test.ts checks every base still exists, is unchanged, and every derive still applies.
+// test/unit/families/checkpoints.test.ts checks every base still exists, is unchanged, and every derive still applies.
 // Method, table and sources: docs/checkpoint-templates.md.
 import type { CheckpointForm } from './checkpoint-form';
 import { KIMI_GEMMA_LLAMA } from './checkpoints-kimi-gemma-llama';

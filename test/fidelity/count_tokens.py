@@ -1,5 +1,5 @@
 """Token counts as an engine's tokenizer gives them, the reference for TOKENIZER's counts
-(test/unit/model-tokenizer.test.ts). Loads a model directory with transformers' AutoTokenizer, as SGLang and vLLM
+(test/unit/templates/model-tokenizer.test.ts). Loads a model directory with transformers' AutoTokenizer, as SGLang and vLLM
 do, and counts each text as their /tokenize does with add_special_tokens false.
 
 Usage: count_tokens.py MODEL_DIR TEXTS_JSON   (a JSON list of strings) -> a JSON list of counts on stdout

@@ -1,7 +1,7 @@
 """The fidelity suite's Python side: renders chat requests the way SGLang 0.5.23 and vLLM 0.33.0 render them,
 through the real chat template and transformers' real Jinja renderer, and runs SGLang's own reasoning parsers.
 
-Driven by test/unit/family-fidelity.test.ts over stdin/stdout, one JSON object per line in each direction:
+Driven by test/unit/families/fidelity.test.ts over stdin/stdout, one JSON object per line in each direction:
   {"id": 1, "op": "render", ...}  ->  {"id": 1, "ok": true, "text": "..."}  or  {"id": 1, "ok": false, "error": "..."}
 
 What runs here is the engines' own code wherever it runs without a GPU:

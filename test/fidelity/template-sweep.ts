@@ -1,7 +1,7 @@
 // The template path over every template of llama.cpp's copy and the checkpoints' own forms
 // (test/fidelity/checkpoints.ts): SGLang and vLLM, the engine's reasoning parser and none, the default thinking
 // setting and thinking off, every cut (template-case.ts). No cut may drift: exact, or refused before leg 2 is
-// sent. Split in shards so that jest's workers share it (test/unit/template-fidelity-*.test.ts).
+// sent. Split in shards so that jest's workers share it (test/unit/templates/fidelity-*.test.ts).
 import * as fs from 'node:fs';
 import { CHECKPOINTS } from './checkpoints';
 import { type Assets, Harness, provisionAssets } from './harness-client';

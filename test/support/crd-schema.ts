@@ -1,8 +1,8 @@
 // A vendored CRD schema (deploy/schemas/<source>/<kind>-<version>.json) made strict for check-jsonschema: every
 // object schema with `properties` and no x-kubernetes-preserve-unknown-fields rejects other fields, as the API
 // server's strict field validation does (kubectl's default since 1.27); apiVersion, kind and metadata as the API
-// server adds them. The CEL rules (x-kubernetes-validations) and Go-only regex patterns are not checked. Used by test/unit/deploy-gates.test.ts
-// (Istio) and test/unit/helm-chart.test.ts (Prometheus Operator).
+// server adds them. The CEL rules (x-kubernetes-validations) and Go-only regex patterns are not checked. Used by test/unit/deploy/gates.test.ts
+// (Istio) and test/unit/deploy/helm-chart.test.ts (Prometheus Operator).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { repoRoot } from '../../tools/stack/envoy-config';

@@ -1,5 +1,5 @@
 // The project's rules for a shipped deployment, read from its manifests (the Kustomize files, deploy/istio/,
-// and what `helm template` renders): test/unit/deploy-gates.test.ts and test/unit/helm-gates.test.ts.
+// and what `helm template` renders): test/unit/deploy/gates.test.ts and test/unit/deploy/helm-gates.test.ts.
 //   - WORKERS explicit and <= the sidecar's CPU limit; its memory limit >= 128 MiB x processes
 //   - Envoy's --concurrency (istio-proxy: concurrency) explicit and <= its CPU limit; the heap cap in the shipped
 //     config is DEFAULT_MAX_HEAP_BYTES and <= 80 % of Envoy's memory limit

@@ -1,4 +1,4 @@
-// The few read-only Kubernetes API answers `helm install --dry-run` needs, for test/unit/helm-gates.test.ts: no
+// The few read-only Kubernetes API answers `helm install --dry-run` needs, for test/unit/deploy/helm-gates.test.ts: no
 // cluster can run on the project's machines (no container engine; kube-apiserver and etcd are not served by the
 // registries the suite may use), and without one Helm renders neither NOTES.txt nor the chart's "a cluster is
 // there" branch. It answers the server version, API discovery for the kinds the chart renders, and GET of the

@@ -1,4 +1,4 @@
-// The Helm CLI for the chart gates (test/unit/helm-gates.test.ts, test/unit/helm-chart.test.ts): built from its Go
+// The Helm CLI for the chart gates (test/unit/deploy/helm-gates.test.ts, test/unit/deploy/helm-chart.test.ts): built from its Go
 // module by scripts/build-helm.sh and cached (~/.cache/continuation-gateway/helm/); without a Go toolchain or the
 // module proxy the suites skip, saying so.
 import { execFile, execFileSync } from 'node:child_process';

@@ -1,4 +1,4 @@
-// Preloaded (`node -r`) into a sidecar process by test/unit/tracing.test.ts: at exit, prints how many modules
+// Preloaded (`node -r`) into a sidecar process by test/unit/obs/tracing.test.ts: at exit, prints how many modules
 // of the OpenTelemetry SDK the process ever loaded, so a test can see that tracing off loads none. The API
 // package (@opentelemetry/api) is not counted: prom-client requires it for exemplars whenever it is installed.
 process.on('exit', () => {

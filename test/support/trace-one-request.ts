@@ -1,6 +1,6 @@
 // `node dist/test/support/trace-one-request.js <traces URL> [TracingConfig overrides as JSON] [client headers as
 // JSON]`: one request's spans (a request span, one leg) through the real SDK and the official exporter, then a
-// shutdown that exports them. Run as its own process by test/unit/tracing.test.ts: the exporters load their
+// shutdown that exports them. Run as its own process by test/unit/obs/tracing.test.ts: the exporters load their
 // transport with import(), which jest's VM refuses. Prints the leg's trace headers as one JSON line.
 import { createTracing } from '../../src/obs/tracing';
 import { testTracingConfig } from './tracing-config';

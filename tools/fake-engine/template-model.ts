@@ -1,6 +1,6 @@
 // The fake engine serving a real chat template (FakeEngineOptions.chatTemplate): OUR READING of an engine, for
 // end-to-end tests of the template path. It renders each request by the engine's rule with the sidecar's own
-// renderer (src/templates/engine-prompt.ts, which test/unit/template-engine-prompt.test.ts holds equal to the
+// renderer (src/templates/engine-prompt.ts, which test/unit/templates/engine-prompt.test.ts holds equal to the
 // engines' code), writes the answer the template shows the model writing (model-text.ts), and splits it as a
 // reasoning parser that removes only the markers would (marker-split.ts), or not at all (`parser: 'none'`). A
 // continuation is answered only when its prompt is exactly the uninterrupted prompt plus a prefix of that

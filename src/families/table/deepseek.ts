@@ -1,4 +1,4 @@
-// DeepSeek checkpoints (test/unit/family-fidelity.test.ts proves each against its template).
+// DeepSeek checkpoints (test/unit/families/fidelity.test.ts proves each against its template).
 import type { ModelFamily } from '../types';
 import {
   always,

@@ -1,4 +1,4 @@
-// GLM, Kimi and MiniMax checkpoints (test/unit/family-fidelity.test.ts proves each against its template).
+// GLM, Kimi and MiniMax checkpoints (test/unit/families/fidelity.test.ts proves each against its template).
 import type { EngineRule, ModelFamily } from '../types';
 import {
   always,

@@ -1,7 +1,7 @@
 // The model-family table: for every checkpoint whose own template an entry was proven against, how its model
 // writes an answer and how each engine must be asked to continue it so that the engine's prompt is the
 // uninterrupted prompt plus the raw text the model had generated. Each cell is proven by
-// test/unit/family-fidelity.test.ts against the checkpoint's template (llama.cpp's copy, or the published form
+// test/unit/families/fidelity.test.ts against the checkpoint's template (llama.cpp's copy, or the published form
 // where that differs: test/fidelity/checkpoints.ts), rendered the way the engine renders it; a cell that cannot
 // be rendered exactly is unsupported, and such a stream ends with the interruption event. A name selects an
 // entry only for the checkpoints whose template that is; any other model takes CHAT_TEMPLATE's template path,

@@ -1,5 +1,5 @@
 // gpt-oss, Llama, Mistral, Gemma, Granite, Nemotron and the explicit `plain` format
-// (test/unit/family-fidelity.test.ts proves each against its template).
+// (test/unit/families/fidelity.test.ts proves each against its template).
 import type { ModelFamily, ReasoningFormat } from '../types';
 import {
   always,

@@ -1,4 +1,4 @@
-// Qwen checkpoints. Each entry is proven against its checkpoint's own template (test/unit/family-fidelity.test.ts;
+// Qwen checkpoints. Each entry is proven against its checkpoint's own template (test/unit/families/fidelity.test.ts;
 // where llama.cpp's copy differs from the published one, the published form: test/fidelity/checkpoints.ts).
 import type { ModelFamily } from '../types';
 import {

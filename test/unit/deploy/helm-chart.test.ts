@@ -1,0 +1,237 @@
+// What a platform team hits on its first install of deploy/helm/continuation-gateway (issue 28): offline rendering
+// with no flag, values.schema.json refusing typos, the Envoy checksum over the rendered ConfigMap, the drain
+// computed from values, NOTES.txt's warnings and the minimum Kubernetes checked against a cluster (Helm talking to
+// test/support/fake-kube-api.ts: no cluster runs here), and `helm package`. Monitoring objects and the `helm test`
+// pod: helm-monitoring.test.ts. The Helm CLI: test/support/helm.ts (skipped, saying so, without Go).
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { parse } from 'yaml';
+import { podSpecs, ruleViolations } from '../../support/deploy-rules';
+import { startFakeKubeApi } from '../../support/fake-kube-api';
+import { CHART, docsOfYaml, provisionHelm, run } from '../../support/helm';
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+
+const SCHEMA = JSON.parse(fs.readFileSync(path.join(CHART, 'values.schema.json'), 'utf8'));
+
+const deref = (n: any) => (n?.$ref ? SCHEMA.definitions[n.$ref.split('/').pop()] : n);
+
+/** The schema node for key k under node (properties, else additionalProperties; anyOf alternatives tried). */
+function child(node: any, k: string): any {
+  const n = deref(node);
+  const alternatives = [n, ...(n?.anyOf ?? []).map(deref)];
+  const named = alternatives.find((a: any) => a?.properties?.[k]);
+  if (named) return deref(named.properties[k]);
+  const map = alternatives.find((a: any) => typeof a?.additionalProperties === 'object');
+  return map ? deref(map.additionalProperties) : undefined;
+}
+
+/** Key paths of a values document the schema does not name. A Kubernetes object the chart passes on as it is
+ *  (an env valueFrom, affinity: type object, nothing more said) is the API server's to check. */
+function unknownKeys(v: any, node: any, at: string[] = []): string[] {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return [];
+  const n = deref(node);
+  const opaque = (x: any) => x?.type === 'object' && !x.properties && x.additionalProperties === undefined && !x.anyOf;
+  if (opaque(n)) return [];
+  return Object.entries(v).flatMap(([k, x]) => {
+    const c = child(n, k);
+    return c === undefined ? [[...at, k].join('.')] : unknownKeys(x, c, [...at, k]);
+  });
+}
+
+describe('values.schema.json', () => {
+  const files = ['values.yaml', 'examples/vllm.yaml', 'examples/istio-sglang.yaml'];
+  test.each(files)('covers every key of %s', (f) => {
+    const values = parse(fs.readFileSync(path.join(CHART, f), 'utf8'));
+    expect(unknownKeys(values, SCHEMA)).toEqual([]);
+    // The walk can fail: a misspelt key is named.
+    expect(unknownKeys({ recovery: { maxAtempts: 3 }, extraEnv: { A: { valueFrm: {} } } }, SCHEMA)).toEqual([
+      'recovery.maxAtempts',
+      'extraEnv.A.valueFrm',
+    ]);
+  });
+
+  test('closes every object a typo would silently leave out, and only maps of names stay open', () => {
+    const open: string[] = [];
+    const walk = (n: any, at: string) => {
+      if (!n || typeof n !== 'object') return;
+      if (n.properties && n.additionalProperties !== false) open.push(at);
+      for (const [k, v] of Object.entries(n)) walk(v, `${at}/${k}`);
+    };
+    walk(SCHEMA, '#');
+    // Resource requests and limits: any resource name (cpu, memory, ephemeral-storage, nvidia.com/gpu).
+    expect(open).toEqual(['#/definitions/resources/properties/requests', '#/definitions/resources/properties/limits']);
+  });
+});
+
+const provisioned = provisionHelm();
+if (provisioned.skip) process.stderr.write(`helm-chart SKIPPED: ${provisioned.skip}\n`);
+const describeHelm = provisioned.helm ? describe : describe.skip;
+
+describeHelm('the chart on a first install', () => {
+  const helm = provisioned.helm!;
+  let tmp: string;
+  beforeAll(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'helm-chart-'));
+  });
+  afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  async function docs(args: string[]): Promise<any[]> {
+    const r = await run(helm, ['template', 'gw', CHART, '-n', 'inference', ...args]);
+    if (r.code !== 0) throw new Error(`helm template ${args.join(' ')} (exit ${r.code}):\n${r.out}`);
+    return docsOfYaml(r.stdout);
+  }
+  const deployment = (d: any[]) => d.find((x) => x.kind === 'Deployment').spec.template;
+
+  test('helm template and helm lint --strict need no flag (no --kube-version, no namespace)', async () => {
+    const t = await run(helm, ['template', CHART]);
+    expect([t.code, t.out]).toEqual([0, expect.stringContaining('kind: Deployment')]);
+    const l = await run(helm, ['lint', '--strict', CHART]);
+    expect([l.code, l.out]).toEqual([0, expect.stringContaining('1 chart(s) linted, 0 chart(s) failed')]);
+  });
+
+  const typos: [string, string, RegExp][] = [
+    ['modle=x', '--set', /additional properties 'modle' not allowed/],
+    ['replicas=two', '--set', /at '\/replicas': got string, want integer/],
+    ['recovery.maxAtempts=3', '--set', /at '\/recovery': additional properties 'maxAtempts' not allowed/],
+    ['extraEnv.OTLP_KEY.valueFrm.secretKeyRef.name=x', '--set', /at '\/extraEnv\/OTLP_KEY'/],
+  ];
+  test.each(typos)('helm lint --strict and helm template refuse --set %s', async (value, flag, message) => {
+    const t = await run(helm, ['template', 'gw', CHART, flag, value]);
+    expect([t.code, t.out]).toEqual([1, expect.stringMatching(message)]);
+    const l = await run(helm, ['lint', '--strict', CHART, flag, value]);
+    expect([l.code, l.out]).toEqual([1, expect.stringMatching(message)]);
+  });
+
+  test('what the schema accepts: numbers as --set or --set-string, an env value or valueFrom', async () => {
+    for (const a of [
+      ['--set', 'recovery.maxAttempts=3'],
+      ['--set-string', 'recovery.maxAttempts=3'],
+      ['--set', 'istio.nativeSidecar=false'],
+    ])
+      expect((await run(helm, ['template', 'gw', CHART, ...a])).code).toBe(0);
+    const env = {
+      OTEL_EXPORTER_OTLP_HEADERS: { valueFrom: { secretKeyRef: { name: 'otlp-auth', key: 'headers' } } },
+      TOKENIZE_TIMEOUT_MS: 500,
+      LOG_PRETTY: { value: 'no' },
+    };
+    const side = (await docs(['--set-json', `extraEnv=${JSON.stringify(env)}`]))
+      .find((x) => x.kind === 'Deployment')
+      .spec.template.spec.initContainers[0].env.filter((e: any) => e.name in env);
+    expect(side).toEqual([
+      { name: 'LOG_PRETTY', value: 'no' },
+      { name: 'OTEL_EXPORTER_OTLP_HEADERS', valueFrom: { secretKeyRef: { name: 'otlp-auth', key: 'headers' } } },
+      { name: 'TOKENIZE_TIMEOUT_MS', value: '500' },
+    ]);
+  });
+
+  test('checksum/envoy follows the rendered Envoy ConfigMap: a bootstrap change rolls the pods, nothing else does', async () => {
+    const sum = async (args: string[]) => deployment(await docs(args)).metadata.annotations['checksum/envoy'];
+    const base = await sum([]);
+    expect(base).toMatch(/^[0-9a-f]{64}$/);
+    expect(await sum([])).toBe(base);
+    expect(await sum(['--set', 'router.port=9000'])).not.toBe(base);
+    expect(await sum(['--set', 'router.port=9000'])).toBe(await sum(['--set', 'router.port=9000']));
+    expect(await sum(['--set', 'tracing.envoy.enabled=true', '--set', 'tracing.envoy.collectorHost=otel'])).not.toBe(base);
+    // Not in Envoy's bootstrap: the same checksum (the router's name is a DNS alias, the model the sidecar's).
+    expect(await sum(['--set', 'model=Qwen/Qwen3-32B', '--set', 'router.service=r.x.svc.cluster.local', '--set', 'replicas=5'])).toBe(base);
+  });
+
+  const drains: [string, string[], { grace: number; drain: string; envoyDrain?: string; proxyDrain?: string }][] = [
+    ['kubernetes defaults', [], { grace: 120, drain: '30', envoyDrain: '80' }],
+    ['kubernetes, a longer Envoy drain', ['--set', 'envoyDrainSeconds=200'], { grace: 240, drain: '30', envoyDrain: '200' }],
+    ['istio defaults', ['--set', 'mode=istio'], { grace: 110, drain: '100', proxyDrain: '105s' }],
+    ['istio, 300 s streams', ['--set', 'mode=istio', '--set', 'drainTimeoutSeconds=300'], { grace: 310, drain: '300', proxyDrain: '305s' }],
+    [
+      'istio, a grace set above',
+      ['--set', 'mode=istio', '--set', 'terminationGracePeriodSeconds=200'],
+      { grace: 200, drain: '100', proxyDrain: '105s' },
+    ],
+  ];
+  test.each(drains)('the drain fits the grace period: %s', async (name, args, want) => {
+    const d = await docs(args);
+    const t = deployment(d);
+    const containers = [...(t.spec.initContainers ?? []), ...t.spec.containers];
+    const env = (c: string, n: string) => containers.find((x: any) => x.name === c)?.env?.find((e: any) => e.name === n)?.value;
+    const proxy = JSON.parse(t.metadata.annotations['proxy.istio.io/config'] ?? '{}');
+    expect({
+      grace: t.spec.terminationGracePeriodSeconds,
+      drain: env('continuation-sidecar', 'DRAIN_TIMEOUT_SECONDS'),
+      ...(want.envoyDrain ? { envoyDrain: env('envoy', 'DRAIN_MAX_SECONDS') } : {}),
+      ...(want.proxyDrain ? { proxyDrain: proxy.terminationDrainDuration } : {}),
+    }).toEqual(want);
+    const s = podSpecs(d, name);
+    expect(ruleViolations({ sidecars: [s.sidecar], envoys: [s.envoy], pods: [s.pod] })).toEqual([]);
+  });
+
+  test('a drain that does not fit is refused, saying why', async () => {
+    const refused = async (args: string[]) => (await run(helm, ['template', 'gw', CHART, ...args])).out;
+    expect(await refused(['--set', 'terminationGracePeriodSeconds=60'])).toContain(
+      'terminationGracePeriodSeconds 60 is shorter than the drain (120 s',
+    );
+    expect(await refused(['--set', 'mode=istio', '--set', 'istio.terminationDrainDuration=90s'])).toContain(
+      'istio.terminationDrainDuration 90s must exceed drainTimeoutSeconds 100',
+    );
+  });
+
+  /** helm install --dry-run against the fake API server: NOTES.txt, and the checks that need a cluster. */
+  async function dryRun(version: string, rootCaIn: string[], mode: 'client' | 'server', args: string[] = []) {
+    const api = await startFakeKubeApi(tmp, { version, rootCaIn });
+    try {
+      const env = { ...process.env, KUBECONFIG: api.kubeconfig, HELM_CACHE_HOME: tmp, HELM_CONFIG_HOME: tmp, HELM_DATA_HOME: tmp };
+      const install = ['install', 'gw', CHART, '-n', 'inference', `--dry-run=${mode}`, '--disable-openapi-validation'];
+      const r = await run(helm, [...install, ...args], env);
+      return { ...r, notes: r.stdout.slice(r.stdout.indexOf('NOTES:')) };
+    } finally {
+      await api.stop();
+    }
+  }
+
+  test('NOTES.txt warns when model is empty (no crash protection) and when the image names no registry', async () => {
+    const warned = await dryRun('v1.33.2', [], 'client');
+    expect(warned.code).toBe(0);
+    expect(warned.notes).toContain('WARNING: model is empty');
+    expect(warned.notes).toContain('WITHOUT crash protection');
+    expect(warned.notes).toContain('WARNING: image.repository "continuation-gateway" names no registry');
+    expect(warned.notes).toContain('helm test gw -n inference');
+    const quiet = await dryRun('v1.33.2', [], 'client', [
+      '--set',
+      'model=Qwen/Qwen3-32B',
+      '--set',
+      'image.repository=registry.example.com/ml/continuation-gateway',
+    ]);
+    expect([quiet.code, quiet.notes]).toEqual([0, expect.not.stringContaining('WARNING')]);
+    for (const repo of ['localhost:5000/continuation-gateway', 'ghcr.io/org/continuation-gateway'])
+      expect((await dryRun('v1.33.2', [], 'client', ['--set', `image.repository=${repo}`])).notes).not.toContain('names no registry');
+    expect((await dryRun('v1.33.2', [], 'client', ['--set', 'image.repository=org/continuation-gateway'])).notes).toContain(
+      'names no registry',
+    );
+  });
+
+  test('Kubernetes below 1.29 is refused when Helm talks to a cluster, and only then', async () => {
+    const old = await dryRun('v1.28.9', ['inference'], 'server');
+    expect([old.code, old.out]).toEqual([1, expect.stringContaining('Kubernetes v1.28.9: this chart needs 1.29 or later')]);
+    expect((await dryRun('v1.29.0', ['inference'], 'server')).code).toBe(0);
+    // No namespace yet (helm install --create-namespace): lookup finds nothing, the check is skipped.
+    expect((await dryRun('v1.28.9', [], 'server')).code).toBe(0);
+    expect((await dryRun('v1.28.9', ['inference'], 'server', ['--set', 'kubeVersionCheck=never'])).code).toBe(0);
+    // Offline: nothing to compare with, unless asked (a pipeline that knows its cluster's version).
+    expect((await run(helm, ['template', 'gw', CHART, '--kube-version', '1.28.0'])).code).toBe(0);
+    const always = await run(helm, ['template', 'gw', CHART, '--kube-version', '1.28.0', '--set', 'kubeVersionCheck=always']);
+    expect([always.code, always.out]).toEqual([1, expect.stringContaining('needs 1.29 or later')]);
+  });
+
+  test('helm package: the archive lints and renders exactly as the directory', async () => {
+    const p = await run(helm, ['package', CHART, '-d', tmp]);
+    const tgz = path.join(tmp, 'continuation-gateway-0.1.0.tgz');
+    expect([p.code, p.out]).toEqual([0, expect.stringContaining(tgz)]);
+    const l = await run(helm, ['lint', '--strict', tgz]);
+    expect([l.code, l.out]).toEqual([0, expect.stringContaining('0 chart(s) failed')]);
+    for (const args of [[], ['-f', path.join(CHART, 'examples', 'vllm.yaml')], ['-f', path.join(CHART, 'examples', 'istio-sglang.yaml')]]) {
+      const fromDir = await run(helm, ['template', 'gw', CHART, ...args]);
+      const fromTgz = await run(helm, ['template', 'gw', tgz, ...args]);
+      expect([fromTgz.code, fromTgz.stdout]).toEqual([0, fromDir.stdout]);
+    }
+  });
+});

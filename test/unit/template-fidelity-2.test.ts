@@ -1,4 +1,0 @@
-// The template path's sweep, shard 2 of 3 (test/fidelity/template-sweep.ts).
-import { sweepShard } from '../fidelity/template-sweep';
-
-sweepShard(1, 3);

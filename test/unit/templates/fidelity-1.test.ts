@@ -1,0 +1,4 @@
+// The template path's sweep, shard 1 of 3 (test/fidelity/template-sweep.ts).
+import { sweepShard } from '../../fidelity/template-sweep';
+
+sweepShard(0, 3);
