@@ -1,9 +1,9 @@
 // The OpenAI chat-completions shapes the gateway reads, with their guards. Only what the gateway relies on
-// is typed; everything else travels as it came (unknown fields are kept, never dropped). Streamed chunks are
-// read field by field where they arrive (src/sse/tracker.ts), through guards, so they have no shape here.
+// is typed; everything else travels as it came (unknown fields are kept, never dropped). A streamed chunk's
+// fields are read through the guards of chunk.ts.
 
-// biome-ignore lint/suspicious/noExplicitAny: the one loose type: JSON from clients and engines, read through the guards below
-export type JsonObject = Record<string, any>;
+/** JSON from clients and engines: every field is `unknown` until a guard has looked at it. */
+export type JsonObject = Record<string, unknown>;
 
 /** A plain JSON object (not an array, not null). */
 export function isObject(v: unknown): v is JsonObject {

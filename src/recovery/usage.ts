@@ -19,25 +19,12 @@
 // minus the estimate of the prefix it contains. cached_tokens was measured against leg2's larger prompt;
 // it is kept strictly below prompt_tokens so the bill never shows a fully cached (or over-cached) prompt.
 import { isObject, type JsonObject } from '../openai/chat';
+import { usageCount, usageCounts } from '../openai/chunk';
 import type { CountedTokens, RecoveredTokens } from './token-estimate';
 
-/**
- * An engine's count when it is one (a finite number, not negative), else undefined: a negative or otherwise
- * impossible count is treated as absent, as if the engine had not reported it, and never reaches the client.
- */
-export function usageCount(v: unknown): number | undefined {
-  return typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined;
-}
+export { usageCount };
 
 const num = (v: unknown): number => usageCount(v) ?? 0;
-
-/** The reasoning count a usage carries, in either engine's place (vLLM: completion_tokens_details; SGLang: top level). */
-function reasoningCount(u: JsonObject): number | undefined {
-  return (
-    usageCount(isObject(u.completion_tokens_details) ? u.completion_tokens_details.reasoning_tokens : undefined) ??
-    usageCount(u.reasoning_tokens)
-  );
-}
 
 /**
  * The count a continuation starts from when the engine streamed its own running usage (continuous usage stats,
@@ -50,13 +37,14 @@ function reasoningCount(u: JsonObject): number | undefined {
  *   during a generation, replaces `counted`'s; the delivered tokens are `counted`'s.
  * A negative or missing prompt or completion count is no count: `counted` stands.
  */
-export function fromRunningUsage(usage: JsonObject | null, current: boolean, counted: CountedTokens): CountedTokens {
-  const prompt = usage ? usageCount(usage.prompt_tokens) : undefined;
-  const completion = usage ? usageCount(usage.completion_tokens) : undefined;
-  if (!usage || prompt === undefined) return counted;
+export function fromRunningUsage(usage: unknown, current: boolean, counted: CountedTokens): CountedTokens {
+  const u = usageCounts(usage);
+  const prompt = u?.prompt;
+  const completion = u?.completion;
+  if (!u || prompt === undefined) return counted;
   if (!current || completion === undefined)
     return { ...counted, promptTokens: prompt, accounting: { ...counted.accounting, prompt: 'engine-usage' } };
-  const reasoningTokens = Math.min(reasoningCount(usage) ?? counted.reasoningTokens, completion);
+  const reasoningTokens = Math.min(u.reasoning ?? counted.reasoningTokens, completion);
   return {
     promptTokens: prompt,
     reasoningTokens,
@@ -72,7 +60,7 @@ export function fromRunningUsage(usage: JsonObject | null, current: boolean, cou
  * key leg2 reported is kept as is: the client should see the shape its engine emits (vLLM's
  * completion_tokens_details, prompt_tokens_details: null, ...), only with corrected numbers.
  */
-export function correctUsage(usage: JsonObject, recovered: RecoveredTokens, multimodal: boolean): JsonObject {
+export function correctUsage(usage: unknown, recovered: RecoveredTokens, multimodal: boolean): JsonObject {
   const leg2 = isObject(usage) ? usage : {};
   // The engine's own running count of the original prompt is exact, multimodal or not.
   const engineCounted = recovered.accounting?.prompt === 'engine-usage';

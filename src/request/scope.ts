@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import type { Engine } from '../families/types';
 import { smallInt } from '../obs/log-values';
-import type { ChatRequest, JsonObject } from '../openai/chat';
+import { type ChatRequest, isObject, type JsonObject } from '../openai/chat';
 import { hasMultimodalContent } from '../recovery/token-estimate';
 import { exceedsJsonDepth } from './json-depth';
 
@@ -111,10 +111,10 @@ export function decideScope(
   if (!cfg.continuationModel || cfg.continuationModel.trim() === '') return skip('continuation-model-unset');
   // Only choice 0 is tracked and continued; n > 1 streams interleave choices we could not stitch.
   if (payload.n != null && payload.n !== 1) return skip('multiple-choices', `n=${smallInt(payload.n)}`);
-  const rf = payload.response_format;
+  const rfType = isObject(payload.response_format) ? payload.response_format.type : undefined;
   const structuredBy =
-    rf !== null && typeof rf === 'object' && STRUCTURED_FORMATS.has(rf.type)
-      ? `response_format.type=${rf.type}`
+    typeof rfType === 'string' && STRUCTURED_FORMATS.has(rfType)
+      ? `response_format.type=${rfType}`
       : CONSTRAINT_FIELDS.find((f) => payload[f] != null);
   // BUFFER_STRUCTURED_OUTPUT: the document is held until it is complete, so a failure is re-run whole
   // instead of continued; without it, structured output is not ours to touch.

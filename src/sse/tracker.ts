@@ -6,6 +6,7 @@
 // MAX_CONTINUATION_PREFIX_BYTES. Past it the stream can no longer be continued (`prefixCapped`), and only
 // counters go on: characters delivered and what the token estimate needs of the text not kept.
 import type { JsonObject, ReasoningField } from '../openai/chat';
+import { readChoiceZero, toolCallText } from '../openai/chunk';
 import { type CharCounts, charCounts, estimateFromCounts } from '../recovery/token-estimate';
 
 import type { SseEvent } from './parser';
@@ -28,6 +29,9 @@ export interface ObservedEvent {
   readonly toolCall: boolean;
   readonly finishReason: string | null;
   readonly usage: boolean;
+  /** The field the reasoning came in (null: none), and choice 0's tool calls (null: none). */
+  readonly reasoningField: ReasoningField | null;
+  readonly toolCalls: readonly unknown[] | null;
 }
 
 /** One allocation per event, one shape for V8 (the hottest object the relay creates). */
@@ -41,6 +45,8 @@ class Observed implements ObservedEvent {
     readonly toolCall: boolean,
     readonly finishReason: string | null,
     readonly usage: boolean,
+    readonly reasoningField: ReasoningField | null = null,
+    readonly toolCalls: readonly unknown[] | null = null,
   ) {
     this.hasDelta = reasoning !== '' || content !== '' || toolCall;
   }
@@ -50,29 +56,6 @@ const NO_JSON: JsonObject = Object.freeze({});
 const OTHER: ObservedEvent = Object.freeze(new Observed('other', NO_JSON, '', '', false, null, false));
 const DONE: ObservedEvent = Object.freeze(new Observed('done', NO_JSON, '', '', false, null, false));
 const MALFORMED: ObservedEvent = Object.freeze(new Observed('malformed', NO_JSON, '', '', false, null, false));
-
-/** The choice with index 0 (an absent index counts as 0). */
-function choiceZero(choices: unknown): JsonObject | undefined {
-  if (!Array.isArray(choices)) return undefined;
-  for (let i = 0; i < choices.length; i++) {
-    const c = choices[i];
-    if ((c?.index ?? 0) === 0) return c;
-  }
-  return undefined;
-}
-
-/** The name and argument fragments of one delta's tool calls (OpenAI streams both in pieces). */
-function toolCallDeltaText(calls: unknown): string {
-  if (!Array.isArray(calls)) return '';
-  let text = '';
-  for (const c of calls) {
-    const fn = c?.function;
-    if (fn === null || typeof fn !== 'object') continue;
-    if (typeof fn.name === 'string') text += fn.name;
-    if (typeof fn.arguments === 'string') text += fn.arguments;
-  }
-  return text;
-}
 
 /**
  * Text appended in small pieces (one token each), kept flat in slabs: a string grown by `+=` per token is a
@@ -171,24 +154,10 @@ export class StreamTracker {
     }
     if (json === null || typeof json !== 'object') return MALFORMED;
     if (json.error !== undefined && json.choices === undefined) return new Observed('error', json, '', '', false, null, false);
-    let reasoning = '';
-    let content = '';
-    let toolCall = false;
-    let finishReason: string | null = null;
     // Only choice index 0 is tracked: requests with n > 1 are out of scope.
-    const choice = choiceZero(json.choices);
-    if (choice) {
-      const d = choice.delta;
-      if (d !== null && typeof d === 'object') {
-        if (typeof d.reasoning_content === 'string') reasoning = d.reasoning_content;
-        else if (typeof d.reasoning === 'string') reasoning = d.reasoning;
-        if (typeof d.content === 'string') content = d.content;
-        const tc = d.tool_calls;
-        if (Array.isArray(tc) && tc.length > 0) toolCall = true;
-      }
-      if (typeof choice.finish_reason === 'string') finishReason = choice.finish_reason;
-    }
-    return new Observed('chunk', json, reasoning, content, toolCall, finishReason, json.usage != null && typeof json.usage === 'object');
+    const c = readChoiceZero(json);
+    const usage = json.usage != null && typeof json.usage === 'object';
+    return new Observed('chunk', json, c.reasoning, c.content, c.toolCalls !== null, c.finishReason, usage, c.reasoningField, c.toolCalls);
   }
 
   /** Folds an observed event into the accumulated state (call only for events the client will get). */
@@ -201,17 +170,14 @@ export class StreamTracker {
     if (this.model === null && typeof j.model === 'string') this.model = j.model;
     if (this.systemFingerprint === null && typeof j.system_fingerprint === 'string' && j.system_fingerprint)
       this.systemFingerprint = j.system_fingerprint;
-    if (o.reasoning && this.reasoningField === null) {
-      const d = choiceZero(j.choices)?.delta ?? {};
-      this.reasoningField = typeof d.reasoning_content === 'string' ? 'reasoning_content' : 'reasoning';
-    }
+    if (o.reasoning && this.reasoningField === null) this.reasoningField = o.reasoningField;
     this.reasoningChars += o.reasoning.length;
     this.contentChars += o.content.length;
-    const toolText = o.toolCall ? toolCallDeltaText(choiceZero(j.choices)?.delta?.tool_calls) : '';
+    const toolText = o.toolCalls ? toolCallText(o.toolCalls) : '';
     if (o.toolCall) this.toolCallsSeen = true;
     if (o.hasDelta) this.keep(o.reasoning, o.content, toolText);
     if (o.finishReason !== null) this.finishReason = o.finishReason;
-    if (o.usage) this.lastUsage = j.usage;
+    if (o.usage) this.lastUsage = j.usage as JsonObject;
     if (o.usage) this.usageCurrent = true;
     else if (o.hasDelta) this.usageCurrent = false;
   }

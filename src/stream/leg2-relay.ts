@@ -7,7 +7,7 @@ import type { GatewayConfig } from '../config/env';
 import type { Delivered, Phase } from '../families/types';
 import type { Logger } from '../obs/logger';
 import type { Metrics } from '../obs/metrics';
-import type { JsonObject } from '../openai/chat';
+import { isObject, type JsonObject } from '../openai/chat';
 import { withIdempotentToolCallIds } from '../openai/tool-call-ids';
 import { HarmonySplit } from '../recovery/harmony-split';
 import { DONE_EVENT } from '../recovery/interruption';
@@ -190,13 +190,13 @@ function rewriteForClient(h: Leg2Host, o: ObservedEvent, lastUsage: JsonObject |
     multimodal: h.multimodal,
   });
   // Running usage (continuous_usage_stats) never goes below what the client already saw.
-  if (rewritten.usage && lastUsage) rewritten.usage = atLeast(rewritten.usage, lastUsage);
-  const usage: JsonObject | undefined = rewritten.usage ?? undefined;
+  const corrected = isObject(rewritten.usage) ? rewritten.usage : undefined;
+  const usage = corrected && lastUsage ? atLeast(corrected, lastUsage) : corrected;
   if (h.toolCallKey && o.toolCall) rewritten = withIdempotentToolCallIds(rewritten, h.toolCallKey) ?? rewritten;
-  if (!h.clientWantsUsage && rewritten.usage) delete rewritten.usage;
-  if (rewritten.usage) {
+  if (!h.clientWantsUsage) delete rewritten.usage;
+  else if (usage) {
     const a = h.accounting;
-    rewritten.usage.continuation = {
+    const continuation = {
       legs: a.legs,
       recovered_tokens: h.recovered.totalRecovered,
       method: a.method,
@@ -204,6 +204,7 @@ function rewriteForClient(h: Leg2Host, o: ObservedEvent, lastUsage: JsonObject |
       prompt: a.prompt,
       ...(a.fallback ? { fallback: a.fallback } : {}),
     };
+    rewritten.usage = { ...usage, continuation };
   }
   return { bytes: Buffer.from(`data: ${JSON.stringify(rewritten)}\n\n`), usage };
 }

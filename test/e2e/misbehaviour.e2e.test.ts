@@ -69,7 +69,7 @@ describe('default timers (headers timeout 60 s, no first-delta timeout, stall ti
     expect(r.finishReasons).toEqual(['stop']);
     expect(r.usage).toEqual(ref.usage);
     expect(r.usage.completion_tokens).toBe(70);
-    // endAfterFinish appends exactly one [DONE] (the engine sent none): the client's bytes equal a normal run.
+    // The complete ending appends exactly one [DONE] (the engine sent none): the client's bytes equal a normal run.
     expect(r.raw.endsWith(DONE)).toBe(true);
     expect(count(r.raw, '[DONE]')).toBe(1);
     expect(normId(r.raw)).toBe(normId(ref.raw));
@@ -218,13 +218,13 @@ describe('UPSTREAM_HEADERS_TIMEOUT_SECONDS=1, MAX_ATTEMPTS=2: an upstream that n
     expect(seen.map((s) => s.headers['x-request-id'])).toEqual([id, `${id}-a2`]);
     // Both hung requests were given up: the replicas saw their connections closed (shortly after the 504).
     expect(await eventually(() => seen.every((s) => s.clientAborted))).toBe(true);
-    // ttfd_ms, not first_delta_sent: request_end reports first_delta_sent=true for a 504 the sidecar wrote
-    // itself (it logs Delivery.committed, which respond() sets); see the report.
+    // A 504 the sidecar wrote itself is no first delta: the commit point is the request's state, never passed here.
     expect(await stack.waitForEnd(id)).toMatchObject({
       outcome: 'failed-before-first-delta',
       reason: 'headers-timeout:attempts-exhausted',
       attempt: 2,
       ttfd_ms: null,
+      first_delta_sent: false,
     });
   });
 });

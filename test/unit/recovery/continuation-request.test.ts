@@ -10,9 +10,10 @@ const request = (extra: Record<string, unknown> = {}): any => ({
   ...extra,
 });
 const state = (reasoning: string, content: string, toolCallsSeen = false) => ({ reasoning, content, toolCallsSeen });
+/** A plan that sends, its body read loosely (the test looks into it). */
 const sent = (p: Leg2Plan) => {
   if (p.kind !== 'send') throw new Error(`expected send, got skip ${p.reason}`);
-  return p;
+  return p as Extract<Leg2Plan, { kind: 'send' }> & { body: any };
 };
 
 describe('planContinuationRequest: body', () => {

@@ -58,7 +58,7 @@ describe('interruptionEvent', () => {
     ).toHaveLength(1);
     const o = StreamTracker.read(evs[0]);
     expect(o.kind).toBe('error');
-    expect(o.json.error.reason).toBe(reason);
+    expect((o.json as any).error.reason).toBe(reason);
     expect(StreamTracker.read(evs[1]).kind).toBe('done');
     expect(Buffer.concat(evs.map((e) => e.raw)).equals(bytes)).toBe(true);
   });

@@ -8,7 +8,7 @@ const deepCopy = (v: unknown) => JSON.parse(JSON.stringify(v));
 describe('rewriteLeg2Chunk', () => {
   it('replaces leg2 id with leg1 id', () => {
     const chunk = { id: 'chatcmpl-leg2-should-be-rewritten', choices: [{ index: 0, delta: { content: 'tial recovery.' } }] };
-    const out = rewriteLeg2Chunk(chunk, base);
+    const out: any = rewriteLeg2Chunk(chunk, base);
     expect(out.id).toBe('chatcmpl-leg1');
     expect(out.choices).toEqual(chunk.choices);
   });
@@ -18,28 +18,28 @@ describe('rewriteLeg2Chunk', () => {
   });
 
   it('renames reasoning_content to reasoning when leg1 used reasoning (SGLang leg2 after vLLM leg1)', () => {
-    const out = rewriteLeg2Chunk(
+    const out: any = rewriteLeg2Chunk(
       { choices: [{ index: 0, delta: { reasoning_content: ' step three.' } }] },
       { ...base, reasoningField: 'reasoning' },
     );
     expect(out.choices[0].delta).toEqual({ reasoning: ' step three.' });
   });
   it('renames reasoning to reasoning_content when leg1 used reasoning_content (vLLM leg2 after SGLang leg1)', () => {
-    const out = rewriteLeg2Chunk(
+    const out: any = rewriteLeg2Chunk(
       { choices: [{ index: 0, delta: { reasoning: ' step three.' } }] },
       { ...base, reasoningField: 'reasoning_content' },
     );
     expect(out.choices[0].delta).toEqual({ reasoning_content: ' step three.' });
   });
   it('renames a null reasoning field next to content without losing the content', () => {
-    const out = rewriteLeg2Chunk(
+    const out: any = rewriteLeg2Chunk(
       { choices: [{ delta: { content: 'done.', reasoning_content: null } }] },
       { ...base, reasoningField: 'reasoning' },
     );
     expect(out.choices[0].delta).toEqual({ content: 'done.', reasoning: null });
   });
   it('does not overwrite a non-empty target field', () => {
-    const out = rewriteLeg2Chunk(
+    const out: any = rewriteLeg2Chunk(
       { choices: [{ delta: { reasoning: 'keep', reasoning_content: 'other' } }] },
       { ...base, reasoningField: 'reasoning' },
     );
@@ -47,7 +47,7 @@ describe('rewriteLeg2Chunk', () => {
   });
   it('keeps names as they are when leg1 showed no reasoning field', () => {
     const chunk = { choices: [{ delta: { reasoning_content: 'r' } }] };
-    expect(rewriteLeg2Chunk(chunk, base).choices[0].delta).toEqual({ reasoning_content: 'r' });
+    expect((rewriteLeg2Chunk(chunk, base) as any).choices[0].delta).toEqual({ reasoning_content: 'r' });
   });
 
   it('corrects usage when present', () => {
@@ -73,7 +73,7 @@ describe('rewriteLeg2Chunk', () => {
   it('uses the multimodal formula when told so', () => {
     const chunk = { choices: [], usage: { prompt_tokens: 61234, completion_tokens: 4, total_tokens: 61238 } };
     expect(
-      rewriteLeg2Chunk(chunk, {
+      (rewriteLeg2Chunk as (...a: unknown[]) => any)(chunk, {
         ...base,
         multimodal: true,
         recovered: { ...recovered, reasoningTokens: 0, contentTokens: 7, totalRecovered: 7 },
@@ -91,7 +91,7 @@ describe('rewriteLeg2Chunk', () => {
       usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2, prompt_tokens_details: { cached_tokens: 1 } },
     };
     const before = deepCopy(chunk);
-    const out = rewriteLeg2Chunk(chunk, { ...base, reasoningField: 'reasoning' });
+    const out: any = rewriteLeg2Chunk(chunk, { ...base, reasoningField: 'reasoning' });
     expect(chunk).toEqual(before);
     expect(out).not.toBe(chunk);
     expect(out.choices[0].delta).not.toBe(chunk.choices[0].delta);

@@ -17,7 +17,7 @@ describe('correctUsage (SGLang shape: top-level reasoning_tokens)', () => {
       reasoning_tokens: 0,
       prompt_tokens_details: { cached_tokens: 5000 },
     };
-    const out = correctUsage(leg2, rec(1, 4, 5), false);
+    const out: any = correctUsage(leg2, rec(1, 4, 5), false);
     expect(out).toEqual({
       prompt_tokens: 1,
       completion_tokens: 12,
@@ -28,7 +28,11 @@ describe('correctUsage (SGLang shape: top-level reasoning_tokens)', () => {
     expect(out.prompt_tokens_details.cached_tokens).toBeLessThanOrEqual(out.prompt_tokens);
   });
   it('reference thinking_partial_disconnect: recovered reasoning counts in completion and reasoning', () => {
-    const out = correctUsage({ prompt_tokens: 500, completion_tokens: 5, total_tokens: 505, reasoning_tokens: 3 }, rec(1, 5, 0), false);
+    const out: any = correctUsage(
+      { prompt_tokens: 500, completion_tokens: 5, total_tokens: 505, reasoning_tokens: 3 },
+      rec(1, 5, 0),
+      false,
+    );
     expect(out).toEqual({ prompt_tokens: 1, completion_tokens: 10, total_tokens: 11, reasoning_tokens: 8 });
   });
   it('keeps cached_tokens below prompt_tokens but leaves a smaller value alone', () => {
@@ -40,7 +44,9 @@ describe('correctUsage (SGLang shape: top-level reasoning_tokens)', () => {
     ).toEqual({ cached_tokens: 20 });
   });
   it('never makes cached_tokens negative (prompt 0)', () => {
-    expect(correctUsage({ prompt_tokens_details: { cached_tokens: 7 } }, rec(0, 0, 1), false).prompt_tokens_details.cached_tokens).toBe(0);
+    expect(
+      (correctUsage({ prompt_tokens_details: { cached_tokens: 7 } }, rec(0, 0, 1), false) as any).prompt_tokens_details.cached_tokens,
+    ).toBe(0);
   });
   it('adds the top-level reasoning key when leg2 reported neither shape (as the reference)', () => {
     expect(correctUsage({ prompt_tokens: 10, completion_tokens: 2, total_tokens: 12 }, rec(3, 2, 1), false)).toEqual({
@@ -61,7 +67,7 @@ describe('correctUsage (vLLM shape: completion_tokens_details.reasoning_tokens)'
       prompt_tokens_details: null,
       completion_tokens_details: { reasoning_tokens: 2, accepted_prediction_tokens: 0 },
     };
-    const out = correctUsage(leg2, rec(20, 5, 3), false);
+    const out: any = correctUsage(leg2, rec(20, 5, 3), false);
     expect(out).toEqual({
       prompt_tokens: 20,
       completion_tokens: 14,
@@ -72,7 +78,7 @@ describe('correctUsage (vLLM shape: completion_tokens_details.reasoning_tokens)'
     expect('reasoning_tokens' in out).toBe(false);
   });
   it('updates both when both shapes are present', () => {
-    const out = correctUsage(
+    const out: any = correctUsage(
       { completion_tokens: 1, reasoning_tokens: 1, completion_tokens_details: { reasoning_tokens: 1 } },
       rec(0, 2, 0),
       false,
@@ -84,14 +90,18 @@ describe('correctUsage (vLLM shape: completion_tokens_details.reasoning_tokens)'
 
 describe('correctUsage (multimodal)', () => {
   it('reference multimodal_continuation: prompt = leg2 prompt - recovered, total consistent', () => {
-    const out = correctUsage({ prompt_tokens: 61234, completion_tokens: 4, total_tokens: 61238, reasoning_tokens: 0 }, rec(12, 0, 7), true);
+    const out: any = correctUsage(
+      { prompt_tokens: 61234, completion_tokens: 4, total_tokens: 61238, reasoning_tokens: 0 },
+      rec(12, 0, 7),
+      true,
+    );
     expect(out).toEqual({ prompt_tokens: 61227, completion_tokens: 11, total_tokens: 61238, reasoning_tokens: 0 });
   });
   it('never goes below 0', () => {
     expect(correctUsage({ prompt_tokens: 3, completion_tokens: 0 }, rec(0, 5, 5), true).prompt_tokens).toBe(0);
   });
   it('clamps cached_tokens against the subtracted prompt', () => {
-    const out = correctUsage(
+    const out: any = correctUsage(
       { prompt_tokens: 1000, completion_tokens: 1, prompt_tokens_details: { cached_tokens: 1000 } },
       rec(0, 0, 10),
       true,
@@ -112,7 +122,7 @@ describe('correctUsage purity and robustness', () => {
       extra: 'x',
     };
     const snapshot = JSON.parse(JSON.stringify(leg2));
-    const out = correctUsage(leg2, rec(2, 1, 1), false);
+    const out: any = correctUsage(leg2, rec(2, 1, 1), false);
     expect(leg2).toEqual(snapshot);
     expect(out).not.toBe(leg2);
     expect(out.prompt_tokens_details).not.toBe(leg2.prompt_tokens_details);
@@ -141,11 +151,11 @@ describe('correctUsage with an engine-counted prefix (TOKENIZE_URL)', () => {
     accounting: { method: 'tokenize', dialect: prompt === 'template' ? 'llamacpp' : 'sglang', prompt },
   });
   it('leg2-minus-prefix: prompt = leg2 prompt minus the prefix count (not the estimate)', () => {
-    const out = correctUsage({ prompt_tokens: 71, completion_tokens: 46, total_tokens: 117 }, counted('leg2-minus-prefix'), false);
+    const out: any = correctUsage({ prompt_tokens: 71, completion_tokens: 46, total_tokens: 117 }, counted('leg2-minus-prefix'), false);
     expect(out).toMatchObject({ prompt_tokens: 40, completion_tokens: 76, total_tokens: 116 });
   });
   it('template: the counted original prompt', () => {
-    const out = correctUsage({ prompt_tokens: 71, completion_tokens: 46 }, { ...counted('template'), promptTokens: 40 }, false);
+    const out: any = correctUsage({ prompt_tokens: 71, completion_tokens: 46 }, { ...counted('template'), promptTokens: 40 }, false);
     expect(out.prompt_tokens).toBe(40);
   });
   it('multimodal with a counted prefix: leg2 minus the prefix, whatever the prompt method', () => {
@@ -158,7 +168,7 @@ describe('correctUsage with an engine-counted prefix (TOKENIZE_URL)', () => {
 
 describe('correctUsage: negative counts from the engine are treated as absent (issue 19)', () => {
   it('a negative leg 2 completion, reasoning or cached count never reaches the corrected usage', () => {
-    const out = correctUsage(
+    const out: any = correctUsage(
       { prompt_tokens: -7, completion_tokens: -50, reasoning_tokens: -3, prompt_tokens_details: { cached_tokens: -2 } },
       rec(4, 1, 2),
       false,
@@ -180,7 +190,7 @@ describe('correctUsage: negative counts from the engine are treated as absent (i
     expect(correctUsage({ prompt_tokens: -1000, completion_tokens: 1 }, rec(12, 0, 7), true).prompt_tokens).toBe(12);
   });
   it('a negative count inside completion_tokens_details is absent too', () => {
-    const out = correctUsage({ completion_tokens: 5, completion_tokens_details: { reasoning_tokens: -9 } }, rec(1, 2, 0), false);
+    const out: any = correctUsage({ completion_tokens: 5, completion_tokens_details: { reasoning_tokens: -9 } }, rec(1, 2, 0), false);
     expect(out.completion_tokens_details).toEqual({ reasoning_tokens: 2 });
   });
   it('usageCount: finite and not negative, else undefined', () => {
@@ -255,7 +265,7 @@ describe("fromRunningUsage: the engine's running usage (continuous usage stats, 
 
 describe("correctUsage: SGLang's completion_tokens_details, present only with reasoning tokens", () => {
   it('a leg 2 that reasoned no more says null; the corrected usage repeats the recovered reasoning there', () => {
-    const out = correctUsage(
+    const out: any = correctUsage(
       { prompt_tokens: 40, completion_tokens: 20, total_tokens: 60, reasoning_tokens: 0, completion_tokens_details: null },
       rec(10, 14, 10),
       false,

@@ -133,7 +133,7 @@ describe('crash then continue on another replica', () => {
       { continuationModel: 'Qwen/Qwen3-32B', engine: 'sglang', rates: { cjk: 1.6, other: 4 } },
     );
     if (plan.kind !== 'send') throw new Error(plan.reason);
-    expect(plan.body.messages.at(-1).content.startsWith('<think>\n')).toBe(true);
+    expect((plan.body as any).messages.at(-1).content.startsWith('<think>\n')).toBe(true);
     const c2 = sseChunks(await postJson(`${a.url}/v1/chat/completions`, plan.body, { ...SIZE, 'x-fake-fault': 'crash@12;-' }));
     expect(delivered.reasoning + text(c2, 'reasoning_content')).toBe(text(full, 'reasoning_content'));
     expect(delivered.content + text(c2, 'content')).toBe(text(full, 'content'));
