@@ -17,7 +17,17 @@ const feed = (t: StreamTracker, ...evs: SseEvent[]) => {
   for (const e of evs) t.apply(StreamTracker.read(e));
   return t;
 };
-const NONE = { json: {}, hasDelta: false, reasoning: '', content: '', toolCall: false, finishReason: null, usage: false, reasoningField: null, toolCalls: null };
+const NONE = {
+  json: {},
+  hasDelta: false,
+  reasoning: '',
+  content: '',
+  toolCall: false,
+  finishReason: null,
+  usage: false,
+  reasoningField: null,
+  toolCalls: null,
+};
 
 describe('StreamTracker.read: classification', () => {
   it('[DONE], also with surrounding whitespace', () => {
