@@ -3,7 +3,8 @@
 // new requests passed through, streams in flight finish within DRAIN_TIMEOUT_SECONDS) and exits; SIGINT, or a
 // second signal, closes at once.
 
-import { isClusterWorker, runPrimary, serveAsWorker, workerAdmission } from './cluster';
+import { runPrimary } from './cluster/primary';
+import { isClusterWorker, serveAsWorker, workerAdmission } from './cluster/worker';
 import { CONFIG_VARIABLES, ConfigError, type GatewayConfig, loadConfig } from './config/env';
 import { nearMisses } from './config/unknown-vars';
 import { createLogger } from './obs/logger';

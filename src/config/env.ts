@@ -203,11 +203,26 @@ export class ConfigError extends GatewayError {
 
 const MB = 1024 * 1024;
 
-/** Parses and freezes the configuration; throws ConfigError listing every bad variable. */
 /** Every variable the sidecar reads (src/config/unknown-vars.ts warns about near misses of these). */
 export const CONFIG_VARIABLES: readonly string[] = Object.keys(schema.shape);
 
+/** The variables as the schema reads them. */
+type Variables = z.infer<typeof schema>;
+
+/** Parses and freezes the configuration; throws ConfigError listing every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  const e = parseVariables(env);
+  return Object.freeze({
+    ...upstreamSettings(e),
+    ...recoverySettings(e),
+    ...accountingSettings(e),
+    ...processSettings(e, resolveWorkers(e.WORKERS, env)),
+    tracing: tracingConfig(e, e.CONTINUATION_ENGINE, e.DOWNSTREAM_URL),
+  });
+}
+
+/** The schema's verdict on every variable at once, then the checks that read files (CHAT_TEMPLATE, TOKENIZER). */
+function parseVariables(env: NodeJS.ProcessEnv): Variables {
   const picked: Record<string, string | undefined> = {};
   for (const key of Object.keys(schema.shape)) picked[key] = env[key];
   const parsed = schema.safeParse(picked);
@@ -223,8 +238,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
   const templateProblem = checkChatTemplate(e.CHAT_TEMPLATE, e.CONTINUATION_MODEL);
   const tokenizerProblem = checkTokenizerSetting(e.TOKENIZER);
   if (templateProblem || tokenizerProblem) throw new ConfigError([templateProblem, tokenizerProblem].filter((p) => p !== undefined));
-  const workers = resolveWorkers(e.WORKERS, env);
-  return Object.freeze({
+  return e;
+}
+
+/** Where legs go, what is served there, and how long an upstream may take. */
+function upstreamSettings(e: Variables) {
+  return {
     downstreamUrl: e.DOWNSTREAM_URL,
     continuationUrl: e.CONTINUATION_URL ?? e.DOWNSTREAM_URL,
     continuationModel: e.CONTINUATION_MODEL,
@@ -239,6 +258,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     upstreamHttp2StreamsPerConnection: e.UPSTREAM_HTTP2_STREAMS_PER_CONNECTION,
     firstDeltaTimeoutMs: e.FIRST_DELTA_TIMEOUT_SECONDS * 1000,
     firstDeltaDeadlineMs: e.FIRST_DELTA_DEADLINE_SECONDS * 1000,
+  };
+}
+
+/** How often, how many at once, and when recovery stops trying. */
+function recoverySettings(e: Variables) {
+  return {
     maxAttempts: e.MAX_ATTEMPTS,
     maxContinuations: e.MAX_CONTINUATIONS,
     retryBackoffMs: e.RETRY_BACKOFF_SECONDS * 1000,
@@ -253,6 +278,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     recoveryBrakeFailures: e.RECOVERY_BRAKE_FAILURES,
     recoveryBrakeWindowMs: e.RECOVERY_BRAKE_WINDOW_SECONDS * 1000,
     recoveryBrakeOpenMs: e.RECOVERY_BRAKE_SECONDS * 1000,
+  };
+}
+
+/** Size limits, token counting and what is buffered. */
+function accountingSettings(e: Variables) {
+  return {
     maxRecoveryPromptTokens: e.MAX_RECOVERY_PROMPT_TOKENS,
     maxContinuationPrefixBytes: e.MAX_CONTINUATION_PREFIX_BYTES,
     modelRevisionHeader: e.MODEL_REVISION_HEADER || undefined,
@@ -268,6 +299,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     bufferToolCalls: e.BUFFER_TOOL_CALLS,
     bufferStructuredOutput: e.BUFFER_STRUCTURED_OUTPUT,
     unreachableStatus: e.UNREACHABLE_STATUS,
+  };
+}
+
+/** The process: workers, listeners, the drain, logs. */
+function processSettings(e: Variables, workers: ReturnType<typeof resolveWorkers>) {
+  return {
     workers: workers.workers,
     workersSource: workers.source,
     port: e.PORT,
@@ -277,8 +314,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GatewayConfig 
     drainTimeoutMs: e.DRAIN_TIMEOUT_SECONDS * 1000,
     envoyAdminUrl: e.ENVOY_ADMIN_URL,
     logLevel: e.LOG_LEVEL,
-    tracing: tracingConfig(e, e.CONTINUATION_ENGINE, e.DOWNSTREAM_URL),
-  });
+  };
 }
 
 /** A CHAT_TEMPLATE file that cannot be read or parsed stops the sidecar now, not at the first crash. */

@@ -25,7 +25,13 @@
 import { request } from 'undici';
 import type { JsonObject } from '../openai/chat';
 import type { TokenizeFallback } from '../recovery/reasons';
-import { type CountedTokens, estimateRecoveredTokens, hasMultimodalContent, type TokenizeDialect } from '../recovery/token-estimate';
+import {
+  type CountedTokens,
+  estimateRecoveredTokens,
+  hasMultimodalContent,
+  type RecoveredTokens,
+  type TokenizeDialect,
+} from '../recovery/token-estimate';
 import { countWithTokenizer, type TextTokenizer } from '../templates/model-tokenizer';
 
 export const DEFAULT_TOKENIZE_DEADLINE_MS = 200;
@@ -212,33 +218,64 @@ export async function countRecoveredTokens(
   let failed: TokenizeFallback | undefined;
   if (o.tokenizer && !o.signal?.aborted) {
     try {
-      // A multimodal prompt has no text to count: leg 2's prompt minus the prefix, as with /tokenize.
-      const promptText = hasMultimodalContent(payload) ? undefined : o.promptText;
-      const c = await countWithTokenizer(o.tokenizer, {
-        reasoning,
-        content,
-        prefix: o.prefix,
-        prefixIsGenerated: !!o.prefixIsGenerated,
-        promptText,
-      });
-      return {
-        ...c,
-        promptTokens: c.promptTokens ?? est.promptTokens,
-        method: 'tokenizer',
-        accounting: { method: 'tokenizer', dialect: null, prompt: c.promptTokens !== undefined ? 'template' : 'leg2-minus-prefix' },
-      };
+      return await countInProcess(o.tokenizer, payload, reasoning, content, o, est);
     } catch (e) {
       failed = 'tokenizer-failed';
       o.onFallback((e as Error).message, failed);
     }
   }
-  const estimate = (fallback?: TokenizeFallback): CountedRecoveredTokens => ({
+  if (!o.url || o.signal?.aborted) return estimated(est, failed);
+  return countWithEndpoint(o.url, payload, reasoning, content, o, est, failed);
+}
+
+/** The estimate as the answer, with the fallback code that led to it (none when nothing failed). */
+function estimated(est: RecoveredTokens, fallback?: TokenizeFallback): CountedRecoveredTokens {
+  return {
     ...est,
     method: 'estimate',
     accounting: { method: 'estimate', dialect: null, prompt: 'estimate', ...(fallback ? { fallback } : {}) },
+  };
+}
+
+/** TOKENIZER: the counts in process; throws when the tokenizer does. */
+async function countInProcess(
+  tokenizer: TextTokenizer,
+  payload: JsonObject,
+  reasoning: string,
+  content: string,
+  o: CountOptions,
+  est: RecoveredTokens,
+): Promise<CountedRecoveredTokens> {
+  // A multimodal prompt has no text to count: leg 2's prompt minus the prefix, as with /tokenize.
+  const promptText = hasMultimodalContent(payload) ? undefined : o.promptText;
+  const c = await countWithTokenizer(tokenizer, {
+    reasoning,
+    content,
+    prefix: o.prefix,
+    prefixIsGenerated: !!o.prefixIsGenerated,
+    promptText,
   });
-  if (!o.url || o.signal?.aborted) return estimate(failed);
-  const url = o.url;
+  return {
+    ...c,
+    promptTokens: c.promptTokens ?? est.promptTokens,
+    method: 'tokenizer',
+    accounting: { method: 'tokenizer', dialect: null, prompt: c.promptTokens !== undefined ? 'template' : 'leg2-minus-prefix' },
+  };
+}
+
+/**
+ * TOKENIZE_URL: the engine's /tokenize within the deadline, aborted with the request; the estimate when it
+ * fails. `failed`: the in-process tokenizer's failure, if any, carried into the accounting.
+ */
+async function countWithEndpoint(
+  url: string,
+  payload: JsonObject,
+  reasoning: string,
+  content: string,
+  o: CountOptions,
+  est: RecoveredTokens,
+  failed: TokenizeFallback | undefined,
+): Promise<CountedRecoveredTokens> {
   const deadlineMs = o.deadlineMs ?? DEFAULT_TOKENIZE_DEADLINE_MS;
   const ac = new AbortController();
   let timedOut = false;
@@ -249,47 +286,76 @@ export async function countRecoveredTokens(
   const cancel = () => ac.abort();
   o.signal?.addEventListener('abort', cancel, { once: true });
   try {
-    const model = payload?.model;
     const call: Call = { signal: ac.signal, headers: o.headers };
-    const dialect = o.dialect === 'auto' ? await detectDialect(url, model, call) : o.dialect;
-    const client = CLIENTS[dialect];
-    const text = (t: string) => (t ? client.text(url, model, t, call) : Promise.resolve(0));
-    // Images have no template text to count: a multimodal prompt is always leg 2's minus the prefix. A
-    // template call that fails while the text calls answer still leaves that exact subtraction.
-    const templated =
-      client.prompt && !hasMultimodalContent(payload) ? client.prompt(url, payload, call).catch(() => undefined) : undefined;
-    const [reasoningTokens, contentTokens, prefixTokens, promptTokens] = await Promise.all([
-      text(reasoning),
-      text(content),
-      text(o.prefix),
-      templated,
-    ]);
-    const generated = o.prefixIsGenerated && o.prefix ? prefixTokens : reasoningTokens + contentTokens;
-    return {
-      promptTokens: promptTokens ?? est.promptTokens,
-      // The markers count with the reasoning they delimit.
-      reasoningTokens: o.prefixIsGenerated && o.prefix ? Math.max(0, generated - contentTokens) : reasoningTokens,
-      contentTokens,
-      totalRecovered: generated,
-      prefixTokens,
-      method: 'tokenize',
-      accounting: {
-        method: 'tokenize',
-        dialect,
-        prompt: promptTokens !== undefined ? 'template' : 'leg2-minus-prefix',
-        ...(failed ? { fallback: failed } : {}),
-      },
-    };
+    const dialect = o.dialect === 'auto' ? await detectDialect(url, payload?.model, call) : o.dialect;
+    const counts = await endpointCounts(CLIENTS[dialect], url, payload, { reasoning, content, prefix: o.prefix }, call);
+    return fromEndpointCounts(counts, !!o.prefixIsGenerated && !!o.prefix, est, dialect, failed);
   } catch (e) {
-    if (o.signal?.aborted) return estimate();
+    if (o.signal?.aborted) return estimated(est);
     // The log gets the detail; the client (usage.continuation.fallback) only a stable code, never an exception's
     // text (it may name an internal address: `connect ECONNREFUSED 10.0.0.7:8000`).
     const code = fallbackCode(e, timedOut);
     o.onFallback(timedOut ? `timeout after ${deadlineMs} ms` : (e as Error).message, code);
-    return estimate(code);
+    return estimated(est, code);
   } finally {
     clearTimeout(timer);
     o.signal?.removeEventListener('abort', cancel);
     ac.abort(); // calls still in flight after another failed
   }
+}
+
+interface EndpointCounts {
+  reasoningTokens: number;
+  contentTokens: number;
+  prefixTokens: number;
+  /** The template's count of the original prompt; undefined when the dialect has none or the call failed. */
+  promptTokens: number | undefined;
+}
+
+/** The four counts, asked at once. */
+async function endpointCounts(
+  client: (typeof CLIENTS)[TokenizeDialect],
+  url: string,
+  payload: JsonObject,
+  texts: { reasoning: string; content: string; prefix: string },
+  call: Call,
+): Promise<EndpointCounts> {
+  const model = payload?.model;
+  const text = (t: string) => (t ? client.text(url, model, t, call) : Promise.resolve(0));
+  // Images have no template text to count: a multimodal prompt is always leg 2's minus the prefix. A
+  // template call that fails while the text calls answer still leaves that exact subtraction.
+  const templated = client.prompt && !hasMultimodalContent(payload) ? client.prompt(url, payload, call).catch(() => undefined) : undefined;
+  const [reasoningTokens, contentTokens, prefixTokens, promptTokens] = await Promise.all([
+    text(texts.reasoning),
+    text(texts.content),
+    text(texts.prefix),
+    templated,
+  ]);
+  return { reasoningTokens, contentTokens, prefixTokens, promptTokens };
+}
+
+/** The endpoint's counts as the answer. A generated prefix (markers included) is leg 1's completion count. */
+function fromEndpointCounts(
+  c: EndpointCounts,
+  prefixIsGenerated: boolean,
+  est: RecoveredTokens,
+  dialect: TokenizeDialect,
+  failed: TokenizeFallback | undefined,
+): CountedRecoveredTokens {
+  const generated = prefixIsGenerated ? c.prefixTokens : c.reasoningTokens + c.contentTokens;
+  return {
+    promptTokens: c.promptTokens ?? est.promptTokens,
+    // The markers count with the reasoning they delimit.
+    reasoningTokens: prefixIsGenerated ? Math.max(0, generated - c.contentTokens) : c.reasoningTokens,
+    contentTokens: c.contentTokens,
+    totalRecovered: generated,
+    prefixTokens: c.prefixTokens,
+    method: 'tokenize',
+    accounting: {
+      method: 'tokenize',
+      dialect,
+      prompt: c.promptTokens !== undefined ? 'template' : 'leg2-minus-prefix',
+      ...(failed ? { fallback: failed } : {}),
+    },
+  };
 }
