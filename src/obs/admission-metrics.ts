@@ -39,42 +39,7 @@ export class AdmissionMetrics implements AdmissionObserver {
     for (const outcome of ['admitted', 'timed-out']) this.wait.zero({ outcome });
     for (const to of ['open', 'closed']) this.brakeTransitions.inc({ to }, 0);
     for (const evidence of ['pool', 'repeat']) this.evidence.inc({ evidence }, 0);
-    const gauge = (name: string, help: string, read: (a: AdmissionAuthority) => number) =>
-      new Gauge({
-        name,
-        help,
-        registers,
-        collect() {
-          const a = authority();
-          this.set(a ? read(a) : 0);
-        },
-      });
-    gauge(
-      'continuation_gateway_reprefills_in_flight',
-      'Recovery legs sent and not yet at their first token (re-prefills in flight).',
-      (a) => a.inFlight,
-    );
-    gauge(
-      'continuation_gateway_reprefills_in_flight_peak',
-      'The most re-prefills ever in flight at once since start.',
-      (a) => a.peakInFlight,
-    );
-    gauge(
-      'continuation_gateway_reprefill_limit',
-      'Re-prefills allowed in flight now (RECOVERY_MIN/MAX_CONCURRENT, RECOVERY_BUDGET_PERCENT; with RECOVERY_ADAPTIVE=true the adaptive limit).',
-      (a) => a.limit,
-    );
-    gauge(
-      'continuation_gateway_first_token_baseline_seconds',
-      "The pool's normal first-token latency the adaptive re-prefill limit compares recovery legs with (RECOVERY_ADAPTIVE=true; 0 until known).",
-      (a) => (a.baselineMs ?? 0) / 1000,
-    );
-    gauge('continuation_gateway_recoveries_waiting', 'Recoveries waiting for a re-prefill slot.', (a) => a.waiting);
-    gauge(
-      'continuation_gateway_recovery_brake_open',
-      '1 while the recovery brake is open or probing (recovery legs keep failing), else 0.',
-      (a) => (a.brakeOpen() ? 1 : 0),
-    );
+    admissionGauges(registers, authority);
   }
 
   waited(ms: number, admitted: boolean): void {
@@ -109,4 +74,44 @@ export class AdmissionMetrics implements AdmissionObserver {
       this.log.warn({ decision: 'BRAKE_OPEN' }, 'recovery legs keep failing: recoveries stop for a while, affected streams end now');
     else this.log.info({ decision: 'BRAKE_CLOSED' }, 'a probe recovery got its first token: recoveries start again');
   }
+}
+
+/** The gauges read the authority at scrape time (0 before it exists: the primary builds it lazily). */
+function admissionGauges(registers: Registry[], authority: () => AdmissionAuthority | undefined): void {
+  const gauge = (name: string, help: string, read: (a: AdmissionAuthority) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        const a = authority();
+        this.set(a ? read(a) : 0);
+      },
+    });
+  gauge(
+    'continuation_gateway_reprefills_in_flight',
+    'Recovery legs sent and not yet at their first token (re-prefills in flight).',
+    (a) => a.inFlight,
+  );
+  gauge(
+    'continuation_gateway_reprefills_in_flight_peak',
+    'The most re-prefills ever in flight at once since start.',
+    (a) => a.peakInFlight,
+  );
+  gauge(
+    'continuation_gateway_reprefill_limit',
+    'Re-prefills allowed in flight now (RECOVERY_MIN/MAX_CONCURRENT, RECOVERY_BUDGET_PERCENT; with RECOVERY_ADAPTIVE=true the adaptive limit).',
+    (a) => a.limit,
+  );
+  gauge(
+    'continuation_gateway_first_token_baseline_seconds',
+    "The pool's normal first-token latency the adaptive re-prefill limit compares recovery legs with (RECOVERY_ADAPTIVE=true; 0 until known).",
+    (a) => (a.baselineMs ?? 0) / 1000,
+  );
+  gauge('continuation_gateway_recoveries_waiting', 'Recoveries waiting for a re-prefill slot.', (a) => a.waiting);
+  gauge(
+    'continuation_gateway_recovery_brake_open',
+    '1 while the recovery brake is open or probing (recovery legs keep failing), else 0.',
+    (a) => (a.brakeOpen() ? 1 : 0),
+  );
 }

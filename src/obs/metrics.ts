@@ -17,113 +17,102 @@ export interface LiveState {
 
 export class Metrics {
   readonly registry = new Registry();
-  private readonly requests: Counter<'scope' | 'reason'>;
-  private readonly outcomes: Counter<'outcome'>;
-  private readonly legFailures: Counter<'reason' | 'phase'>;
-  private readonly recoveries: Counter<'kind' | 'outcome'>;
-  private readonly legs: Counter;
-  private readonly interruptionEvents: Counter<'reason'>;
-  private readonly refusals: Counter<'reason' | 'phase'>;
-  private readonly malformed: Counter;
-  private readonly overflows: Counter;
-  private readonly recoveredTokens: Counter;
-  private readonly firstToken: Histogram;
-  private readonly requestDuration: Histogram<'outcome'>;
-  private readonly recoveryLatency: Histogram;
+  private readonly requests: Counter<'scope' | 'reason'> = new Counter({
+    name: 'continuation_gateway_requests_total',
+    help: 'Chat requests by scope decision (originated, or passthrough with its reason).',
+    labelNames: ['scope', 'reason'],
+    registers: [this.registry],
+  });
+  private readonly outcomes: Counter<'outcome'> = new Counter({
+    name: 'continuation_gateway_request_outcomes_total',
+    help: "Originated (in-scope) requests ended, by request_end's outcome: one increment per request_end record.",
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  private readonly legFailures: Counter<'reason' | 'phase'> = new Counter({
+    name: 'continuation_gateway_leg_failures_total',
+    help: 'Upstream failures of a leg1 attempt, by failure kind and phase (prefill: before the first delta, decode: after).',
+    labelNames: ['reason', 'phase'],
+    registers: [this.registry],
+  });
+  private readonly recoveries: Counter<'kind' | 'outcome'> = new Counter({
+    name: 'continuation_gateway_recoveries_total',
+    help: 'Recoveries by kind (retry, continuation) and outcome (started, succeeded, failed).',
+    labelNames: ['kind', 'outcome'],
+    registers: [this.registry],
+  });
+  private readonly legs: Counter = new Counter({
+    name: 'continuation_gateway_legs_total',
+    help: 'Upstream legs opened (leg1 attempts and continuation legs).',
+    registers: [this.registry],
+  });
+  private readonly interruptionEvents: Counter<'reason'> = new Counter({
+    name: 'continuation_gateway_interruption_events_total',
+    help: 'Interruption events sent to clients, by reason.',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
+  private readonly refusals: Counter<'reason' | 'phase'> = new Counter({
+    name: 'continuation_gateway_recovery_refusals_total',
+    help: 'Recoveries not started, by reason (brake-open, queue-timeout, too-costly) and phase (prefill: a retry, decode: a continuation).',
+    labelNames: ['reason', 'phase'],
+    registers: [this.registry],
+  });
+  private readonly malformed: Counter = new Counter({
+    name: 'continuation_gateway_malformed_events_total',
+    help: 'Malformed SSE events skipped.',
+    registers: [this.registry],
+  });
+  private readonly overflows: Counter = new Counter({
+    name: 'continuation_gateway_hold_limit_total',
+    help: 'Held output (tool call, structured output) over MAX_HELD_BYTES, delivered unbuffered.',
+    labelNames: ['what'],
+    registers: [this.registry],
+  });
+  private readonly recoveredTokens: Counter = new Counter({
+    name: 'continuation_gateway_recovered_tokens_total',
+    help: 'Delivered tokens carried into continuation legs (the recovered prefix).',
+    registers: [this.registry],
+  });
+  private readonly firstToken: Histogram = new Histogram({
+    name: 'continuation_gateway_time_to_first_token_seconds',
+    help: 'Request start to the first delta delivered to the client (gen_ai.server.time_to_first_token).',
+    // GenAI's recommended boundaries for gen_ai.server.time_to_first_token, plus the long prefills' tail.
+    buckets: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 120, 300],
+    registers: [this.registry],
+  });
+  private readonly requestDuration: Histogram<'outcome'> = new Histogram({
+    name: 'continuation_gateway_request_duration_seconds',
+    help: 'Originated request start to its end, by outcome (gen_ai.server.request.duration).',
+    labelNames: ['outcome'],
+    // GenAI's recommended boundaries for gen_ai.server.request.duration, plus the stall bound's tail.
+    buckets: [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84, 327.68, 655.36],
+    registers: [this.registry],
+  });
+  private readonly recoveryLatency: Histogram = new Histogram({
+    name: 'continuation_gateway_recovery_latency_seconds',
+    help: 'Failure detected to the first byte of the continuation leg.',
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
   private recoveryLatencySum = 0;
-  private readonly continuationPrepare: Histogram<'source'>;
-  private readonly continuationCount: Histogram<'method'>;
+  private readonly continuationPrepare: Histogram<'source'> = new Histogram({
+    name: 'continuation_gateway_continuation_prepare_seconds',
+    help: "A continuation leg's design before it is sent: the family table's rules, or the served template's renders and verification (the engine's check, a network call, excluded); by source.",
+    labelNames: ['source'],
+    buckets: [0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25],
+    registers: [this.registry],
+  });
+  private readonly continuationCount: Histogram<'method'> = new Histogram({
+    name: 'continuation_gateway_continuation_count_seconds',
+    help: 'Counting what a continuation recovers (usage, leg 2 budget): in process (tokenizer), via /tokenize, or estimated; by the method that counted.',
+    labelNames: ['method'],
+    buckets: [0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25],
+    registers: [this.registry],
+  });
 
   constructor(live?: () => LiveState, draining?: () => boolean) {
     const registers = [this.registry];
-    this.requests = new Counter({
-      name: 'continuation_gateway_requests_total',
-      help: 'Chat requests by scope decision (originated, or passthrough with its reason).',
-      labelNames: ['scope', 'reason'],
-      registers,
-    });
-    this.outcomes = new Counter({
-      name: 'continuation_gateway_request_outcomes_total',
-      help: "Originated (in-scope) requests ended, by request_end's outcome: one increment per request_end record.",
-      labelNames: ['outcome'],
-      registers,
-    });
-    this.legFailures = new Counter({
-      name: 'continuation_gateway_leg_failures_total',
-      help: 'Upstream failures of a leg1 attempt, by failure kind and phase (prefill: before the first delta, decode: after).',
-      labelNames: ['reason', 'phase'],
-      registers,
-    });
-    this.recoveries = new Counter({
-      name: 'continuation_gateway_recoveries_total',
-      help: 'Recoveries by kind (retry, continuation) and outcome (started, succeeded, failed).',
-      labelNames: ['kind', 'outcome'],
-      registers,
-    });
-    this.legs = new Counter({
-      name: 'continuation_gateway_legs_total',
-      help: 'Upstream legs opened (leg1 attempts and continuation legs).',
-      registers,
-    });
-    this.interruptionEvents = new Counter({
-      name: 'continuation_gateway_interruption_events_total',
-      help: 'Interruption events sent to clients, by reason.',
-      labelNames: ['reason'],
-      registers,
-    });
-    this.refusals = new Counter({
-      name: 'continuation_gateway_recovery_refusals_total',
-      help: 'Recoveries not started, by reason (brake-open, queue-timeout, too-costly) and phase (prefill: a retry, decode: a continuation).',
-      labelNames: ['reason', 'phase'],
-      registers,
-    });
-    this.malformed = new Counter({ name: 'continuation_gateway_malformed_events_total', help: 'Malformed SSE events skipped.', registers });
-    this.overflows = new Counter({
-      name: 'continuation_gateway_hold_limit_total',
-      help: 'Held output (tool call, structured output) over MAX_HELD_BYTES, delivered unbuffered.',
-      labelNames: ['what'],
-      registers,
-    });
-    this.recoveredTokens = new Counter({
-      name: 'continuation_gateway_recovered_tokens_total',
-      help: 'Delivered tokens carried into continuation legs (the recovered prefix).',
-      registers,
-    });
-    this.firstToken = new Histogram({
-      name: 'continuation_gateway_time_to_first_token_seconds',
-      help: 'Request start to the first delta delivered to the client (gen_ai.server.time_to_first_token).',
-      // GenAI's recommended boundaries for gen_ai.server.time_to_first_token, plus the long prefills' tail.
-      buckets: [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 30, 60, 120, 300],
-      registers,
-    });
-    this.requestDuration = new Histogram({
-      name: 'continuation_gateway_request_duration_seconds',
-      help: 'Originated request start to its end, by outcome (gen_ai.server.request.duration).',
-      labelNames: ['outcome'],
-      // GenAI's recommended boundaries for gen_ai.server.request.duration, plus the stall bound's tail.
-      buckets: [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84, 327.68, 655.36],
-      registers,
-    });
-    this.recoveryLatency = new Histogram({
-      name: 'continuation_gateway_recovery_latency_seconds',
-      help: 'Failure detected to the first byte of the continuation leg.',
-      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers,
-    });
-    this.continuationPrepare = new Histogram({
-      name: 'continuation_gateway_continuation_prepare_seconds',
-      help: "A continuation leg's design before it is sent: the family table's rules, or the served template's renders and verification (the engine's check, a network call, excluded); by source.",
-      labelNames: ['source'],
-      buckets: [0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25],
-      registers,
-    });
-    this.continuationCount = new Histogram({
-      name: 'continuation_gateway_continuation_count_seconds',
-      help: 'Counting what a continuation recovers (usage, leg 2 budget): in process (tokenizer), via /tokenize, or estimated; by the method that counted.',
-      labelNames: ['method'],
-      buckets: [0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25],
-      registers,
-    });
     new Gauge({
       name: 'continuation_gateway_build_info',
       help: 'Always 1; the labels say which build runs (version: package.json) on which Node.js.',

@@ -1,6 +1,7 @@
-// Issue 29: files a newcomer can hold. No source file over 300 lines, and no function in src/stream (the
-// per-request core) over 60, measured on the TypeScript syntax tree (comments and blank lines inside a
-// function count: they are what a reader reads).
+// Issue 29: files a newcomer can hold. No file of src/ (the product) over 300 lines, and no function of it over
+// 60, measured on the TypeScript syntax tree (comments and blank lines inside a
+// function count: they are what a reader reads). Declarative blocks are not exempt: a metric family is a class
+// field (src/obs/metrics.ts), not a line of a constructor. tools/ (the stack, the fake engine) is not measured.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import ts from 'typescript';
@@ -45,8 +46,8 @@ describe('code shape', () => {
     expect(long).toEqual([]);
   });
 
-  it(`no function of src/stream is over ${MAX_FUNCTION_LINES} lines`, () => {
-    const long = sources(path.join(SRC, 'stream')).flatMap((f) =>
+  it(`no function of src/ is over ${MAX_FUNCTION_LINES} lines`, () => {
+    const long = sources().flatMap((f) =>
       functionLengths(f)
         .filter((x) => x.lines > MAX_FUNCTION_LINES)
         .map((x) => `${rel(f)} ${x.name}: ${x.lines}`),

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import type { AdmissionAuthority, ReprefillSlot } from '../../../src/recovery/admission';
 import { SHUTDOWN_GRACE_MS } from '../../../src/sidecar';
 import { LegOpenError } from '../../../src/upstream/client';
-import { forgetDetectedDialects } from '../../../src/upstream/tokenizer';
+import { forgetDetectedDialects } from '../../../src/upstream/tokenize-dialects';
 import { reassemble } from '../../support/client';
 import { type Core, chunk, ROLE, settle, startCore } from '../../support/core-fakes';
 

@@ -9,7 +9,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { loadConfig } from '../../../src/config/env';
 import { checkTokenizerSetting, loadModelTokenizer, type TextTokenizer, tokenizerFile } from '../../../src/templates/model-tokenizer';
-import { countRecoveredTokens, forgetDetectedDialects } from '../../../src/upstream/tokenizer';
+import { forgetDetectedDialects } from '../../../src/upstream/tokenize-dialects';
+import { countRecoveredTokens } from '../../../src/upstream/tokenizer';
 import { startFakeEngine } from '../../../tools/fake-engine/server';
 
 jest.setTimeout(180_000);
