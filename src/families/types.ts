@@ -1,4 +1,4 @@
-// The shapes of the model-family table (src/families/table.ts). A family says how its model writes an answer
+// The shapes of the model-family table (src/families/table/). A family says how its model writes an answer
 // (the raw text after the generation prompt, reasoning markers and their whitespace included) and, per engine,
 // how a continuation request must look for that engine to build exactly the prompt of the uninterrupted
 // request followed by that raw text. Everything here is data plus pure functions: no I/O.
@@ -99,7 +99,7 @@ export interface ModelFamily {
   /** The template file under llama.cpp's models/templates/ that the fidelity suite renders. */
   readonly template: string;
   /**
-   * sha256 of the template texts this entry was proven against (the checkpoints' own, test/unit/family-fidelity):
+   * sha256 of the template texts this entry was proven against (the checkpoints' own, test/unit/families/fidelity.test.ts):
    * a served CHAT_TEMPLATE with one of these hashes keeps the entry's rules (src/recovery/leg2-design.ts).
    */
   readonly provenTemplates: readonly string[];

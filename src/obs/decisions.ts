@@ -1,5 +1,5 @@
 // Every `decision` a log record can carry: a closed set an operator can grep and alert on (README, "Logs").
-// test/unit/decisions.test.ts holds every literal in src/ to this list, and this list to the README.
+// test/unit/error-codes.test.ts holds every literal in src/ to this list, and this list to the README.
 
 export const DECISIONS = [
   // A request's life (src/stream/): its records carry the phase snapshot (request-record.ts).

@@ -1,6 +1,6 @@
 // What leg 2's final message is, where it comes from, and what verified it. Three sources, chosen per deployment
 // (chooseSource):
-//   - the family table (src/families/table.ts): a checkpoint whose own template an entry was proven against,
+//   - the family table (src/families/table/): a checkpoint whose own template an entry was proven against,
 //     named by CONTINUATION_MODEL; verified again on every continuation when the template is at hand;
 //   - the template path (src/templates/continuation.ts): CHAT_TEMPLATE's template, rendered here, for any
 //     model; every leg 2 verified before it is sent;

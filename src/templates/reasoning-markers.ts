@@ -12,7 +12,7 @@
 /**
  * The reasoning parsers' marker pairs (SGLang 0.5.23 srt/parser/reasoning_parser.py detectors; vLLM 0.33.0
  * reasoning parsers): a template's text that holds both of a pair's markers uses that pair. Harmony channels and
- * Kimi-K3's XTML are not pairs a parser strips alike; they are the family table's (src/families/table.ts).
+ * Kimi-K3's XTML are not pairs a parser strips alike; they are the family table's (src/families/table/).
  */
 export const PARSER_MARKERS: readonly (readonly [string, string])[] = [
   ['<seed:think>', '</seed:think>'],

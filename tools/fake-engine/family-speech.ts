@@ -1,5 +1,5 @@
 // The fake engine speaking a model family: the raw tokens such a model writes after its generation prompt
-// (its markers spelled as its template renders them, src/families/table.ts), and how each engine's reasoning
+// (its markers spelled as its template renders them, src/families/table/), and how each engine's reasoning
 // parser splits them into the reasoning and content deltas a client receives. The SGLang and vLLM splits here
 // are OUR reading of their parsers (docs/families.md names the files): the fidelity suite checks the SGLang one
 // against SGLang's own parser code, the vLLM one only stands for vLLM, which cannot run here.
