@@ -80,13 +80,14 @@ function request(url: string, method = 'GET', body?: string): Promise<{ status: 
   });
 }
 
+// Envoy's own listeners on port 0: it binds ephemeral ports and startEnvoy reads them back (a port picked free
+// here and bound by Envoy a moment later can be taken by another jest worker in between).
 async function baseOptions(extProcPort: number, routerPorts: number[]): Promise<StartEnvoyOptions> {
-  const [listenPort, adminPort, egressPort] = await freePorts(3);
   return {
     envoyBin: process.env.ENVOY_BIN ?? (await ensureEnvoy()),
-    listenPort,
-    adminPort,
-    egressPort,
+    listenPort: 0,
+    adminPort: 0,
+    egressPort: 0,
     extProcHost: '127.0.0.1',
     extProcPort,
     routerTier: routerPorts.map((port) => ({ host: '127.0.0.1', port })),
@@ -290,7 +291,7 @@ describe('router tier failures seen through egress', () => {
     const o = await baseOptions(sidecar.port, [main.port]);
     const e = await startEnvoy({
       ...o,
-      continuationEgressPort: await freePort(),
+      continuationEgressPort: 0,
       continuationTier: [{ host: 'localhost', port: cont.port }],
     });
     running.push(e);
@@ -302,7 +303,8 @@ describe('router tier failures seen through egress', () => {
 
 describe('startEnvoy failures and stop()', () => {
   it('times out waiting for an absent sidecar, with the log tail in the error, and leaves no process', async () => {
-    const o = await baseOptions(await freePort(), [await freePort()]);
+    // A known admin port, to see it closed afterwards (the one test here that names a port for Envoy to bind).
+    const o = { ...(await baseOptions(await freePort(), [await freePort()])), adminPort: await freePort() };
     const err = await startEnvoy({ ...o, startTimeoutMs: 2500 }).then(
       () => undefined,
       (e: Error) => e,
