@@ -63,11 +63,32 @@ export function checkTokenizerSetting(setting: string | undefined): string | und
   }
 }
 
+type TokenizersBinding = typeof import('tokenizers');
+
+/**
+ * The `tokenizers` native binding. On a platform it ships no build for (or a damaged install) its loader throws
+ * npm's words about optional dependencies: that becomes a TOKENIZER error naming the platform, so the sidecar
+ * stops at start with a line an operator can act on (unset TOKENIZER: /tokenize or the estimate count instead).
+ */
+export function tokenizersBinding(load: () => unknown = () => require('tokenizers')): TokenizersBinding {
+  try {
+    return load() as TokenizersBinding;
+  } catch (e) {
+    const why = e instanceof Error ? e.message.split('\n')[0].slice(0, 200) : 'unknown';
+    throw new ModelTokenizerError(`the tokenizers native binding does not load on ${process.platform}-${process.arch} (${why})`);
+  }
+}
+
 /** Loads TOKENIZER (about 0.7 s and 100 MB for a 150k vocabulary). Throws ModelTokenizerError naming the file. */
-export function loadModelTokenizer(setting: string): TextTokenizer {
+export function loadModelTokenizer(setting: string, binding: () => TokenizersBinding = tokenizersBinding): TextTokenizer {
   const file = tokenizerFile(setting);
   // Loaded when TOKENIZER is set only: a deployment without it never loads the native module.
-  const { Tokenizer } = require('tokenizers') as typeof import('tokenizers');
+  let Tokenizer: TokenizersBinding['Tokenizer'];
+  try {
+    ({ Tokenizer } = binding());
+  } catch (e) {
+    throw e instanceof ModelTokenizerError ? new ModelTokenizerError(`${file} cannot be used: ${e.message}`) : e;
+  }
   let tok: import('tokenizers').Tokenizer;
   try {
     tok = Tokenizer.fromFile(file);

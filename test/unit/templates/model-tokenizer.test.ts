@@ -8,7 +8,25 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { loadConfig } from '../../../src/config/env';
-import { checkTokenizerSetting, loadModelTokenizer, type TextTokenizer, tokenizerFile } from '../../../src/templates/model-tokenizer';
+import {
+  checkTokenizerSetting,
+  loadModelTokenizer,
+  ModelTokenizerError,
+  type TextTokenizer,
+  tokenizerFile,
+  tokenizersBinding,
+} from '../../../src/templates/model-tokenizer';
+
+// Makes require('tokenizers') fail as the binding's own loader does where no build matches the platform.
+const NO_BINDING_PRELOAD = `
+const Module = require('module');
+const load = Module._load;
+Module._load = function (request, ...rest) {
+  if (request === 'tokenizers') throw new Error('Cannot find native binding. npm has a bug related to optional dependencies');
+  return load.call(this, request, ...rest);
+};
+`;
+
 import { forgetDetectedDialects } from '../../../src/upstream/tokenize-dialects';
 import { countRecoveredTokens } from '../../../src/upstream/tokenizer';
 import { startFakeEngine } from '../../../tools/fake-engine/server';
@@ -122,6 +140,29 @@ describe('TOKENIZER at start: a file the library can load, else one line naming 
     });
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(/^config error: TOKENIZER .*tokenizer\.json cannot be loaded as a tokenizer/m);
+    expect(r.stdout).not.toContain('SIDECAR listening');
+  });
+
+  test("a platform the native binding has no build for: exit 2 with a TOKENIZER line naming the platform, not npm's words", () => {
+    const qwen = path.join(assets, 'qwen3');
+    const missing = () => {
+      throw new Error('Cannot find native binding. npm has a bug related to optional dependencies\n    at ...');
+    };
+    expect(() => loadModelTokenizer(qwen, () => tokenizersBinding(missing))).toThrow(ModelTokenizerError);
+    expect(() => loadModelTokenizer(qwen, () => tokenizersBinding(missing))).toThrow(
+      new RegExp(
+        `the tokenizers native binding does not load on ${process.platform}-${process.arch} \\(Cannot find native binding\\. npm has a bug related to optional dependencies\\)$`,
+      ),
+    );
+    // The whole process, with the module's loader failing as it does on such a platform.
+    const preload = write('no-binding.js', NO_BINDING_PRELOAD);
+    const r = spawnSync(process.execPath, ['--require', preload, path.join(ROOT, 'dist', 'src', 'main.js')], {
+      env: { PATH: process.env.PATH, ...env(qwen), PORT: '0', ADMIN_PORT: '0' },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/^config error: TOKENIZER .*qwen3.* cannot be used: the tokenizers native binding does not load on /m);
     expect(r.stdout).not.toContain('SIDECAR listening');
   });
 
