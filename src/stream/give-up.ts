@@ -68,12 +68,15 @@ export function giveUpBeforeCommit(r: GiveUpView, out: LegFailure, reason: PassR
  * hammer it. Envoy's %RESPONSE_FLAGS% (`flags`) go to the log only: the client gets the code.
  */
 export function routerUnreachable(
-  r: Pick<GiveUpView, 'config' | 'log'>,
+  r: Pick<GiveUpView, 'config' | 'log' | 'attempt' | 'causes'>,
   reason: 'router-tier-unreachable' | 'egress-connect-failed',
   flags?: string,
 ): HttpErrorEnding {
   const status = r.config.unreachableStatus;
-  r.log.warn({ decision: 'FAILED', reason, status, upstream_flags: flags ?? null }, 'router tier unreachable');
+  r.log.warn(
+    { decision: 'FAILED', reason, status, upstream_flags: flags ?? null, attempts: r.attempt, causes: r.causes },
+    'router tier unreachable',
+  );
   return gatewayError(status, 'router_unreachable', 'The inference router tier is unreachable.', reason);
 }
 

@@ -121,7 +121,10 @@ async function fromHead(r: Leg1Port, res: LegResponse, head: LegHead, timers: At
       // stream and no error. Not re-run: the replica may well have generated a whole answer, and one that
       // ignores `stream` will do it again.
       res.body.destroy();
-      r.log.warn({ decision: 'FAILED', reason: 'not-event-stream', status: 200 }, 'a 200 without an event stream: 502');
+      r.log.warn(
+        { decision: 'FAILED', reason: 'not-event-stream', status: 200, attempts: r.attempt, causes: r.causes },
+        'a 200 without an event stream: 502',
+      );
       return ended(gatewayError(502, 'upstream_failed', 'The upstream answered without an event stream.', 'not-event-stream'), {
         kind: 'unusable-answer',
       });

@@ -62,6 +62,8 @@ export interface Leg1Port {
   readonly requestId: string | undefined;
   readonly rawBody: Buffer;
   readonly attempt: number;
+  /** The earlier attempts' causes (a give-up from the head names them, src/recovery/give-up-detail.ts). */
+  readonly causes: readonly FailureCause[];
   /** FIRST_DELTA_DEADLINE_SECONDS after the request arrived. */
   readonly firstDeltaDue: number;
   readonly cancellation: CancellationView;

@@ -263,4 +263,16 @@ describe("a give-up names every attempt's cause (issue 27)", () => {
       expect.objectContaining({ reason: 'reset:attempts-exhausted', causes: ['empty-answer', 'reset'], status: 502 }),
     ]);
   });
+
+  test('an empty 200, then a 200 without an event stream: the FAILED record names the earlier cause and both attempts', async () => {
+    const id = newRequestId('empty-then-plain');
+    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'empty;plain' });
+    expect(r.status).toBe(502);
+    expect(JSON.parse(r.raw).error).toMatchObject({ code: 'upstream_failed', reason: 'not-event-stream', request_id: id });
+    expect(seenFor(stack, id)).toHaveLength(2);
+    expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'failed-before-first-delta', attempt: 2, causes: ['empty-answer'] });
+    expect(stack.records({ request_id: id, decision: 'FAILED' })).toEqual([
+      expect.objectContaining({ reason: 'not-event-stream', status: 200, attempts: 2, causes: ['empty-answer'] }),
+    ]);
+  });
 });
