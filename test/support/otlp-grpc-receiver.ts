@@ -1,6 +1,7 @@
 // An OTLP/gRPC traces receiver for the tests: opentelemetry.proto.collector.trace.v1.TraceService/Export served
 // by grpc-js from the upstream .proto files (test/support/otlp-proto/), as otlp-receiver.ts does for OTLP/HTTP.
 // It can refuse its first calls with given gRPC status codes, to see an exporter retry. Port 0, read back.
+import * as http2 from 'node:http2';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
@@ -70,5 +71,49 @@ export async function startOtlpGrpcReceiver(o: { refuseFirst?: grpc.status[] } =
           resolve();
         }, 1000).unref();
       }),
+  };
+}
+
+/** One gRPC request as it crossed the wire: its path, grpc-encoding header and first length-prefixed message. */
+export interface RawGrpcMessage {
+  path: string;
+  encoding: string | undefined;
+  /** The message's compressed flag (the first byte of the gRPC frame): 1 when the payload is compressed. */
+  compressedFlag: number;
+  payload: Buffer;
+}
+
+/**
+ * A bare HTTP/2 endpoint that answers every gRPC call OK with an empty message, keeping the bytes as sent: what
+ * a grpc-js server hides (it decompresses first). For checking a client's compression on the wire.
+ */
+export async function startRawGrpcSink(): Promise<{ url: string; messages: RawGrpcMessage[]; close(): Promise<void> }> {
+  const messages: RawGrpcMessage[] = [];
+  const server = http2.createServer();
+  server.on('stream', (stream, headers) => {
+    const parts: Buffer[] = [];
+    stream.on('data', (d: Buffer) => parts.push(d));
+    stream.on('end', () => {
+      const body = Buffer.concat(parts);
+      if (body.length >= 5) {
+        const length = body.readUInt32BE(1);
+        messages.push({
+          path: String(headers[':path']),
+          encoding: headers['grpc-encoding'] as string | undefined,
+          compressedFlag: body[0],
+          payload: body.subarray(5, 5 + length),
+        });
+      }
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.end(Buffer.alloc(5)); // an empty ExportTraceServiceResponse, uncompressed
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    messages,
+    close: () => new Promise<void>((r) => server.close(() => r())),
   };
 }

@@ -5,11 +5,12 @@
 // gzip, headers, propagators, and OTLP/gRPC. The spans of real requests: test/e2e/tracing.e2e.test.ts.
 import { execFile, spawn } from 'node:child_process';
 import * as path from 'node:path';
+import * as zlib from 'node:zlib';
 import { status } from '@grpc/grpc-js';
 import { grpcRetryDelayMs } from '../../../src/obs/grpc-retry';
 import { commonAttributes, decisionAttributes, outcomeIsError, responseAttributes } from '../../../src/obs/tracing-attributes';
 import { legRequestHeaders } from '../../../src/request/forward-headers';
-import { startOtlpGrpcReceiver } from '../../support/otlp-grpc-receiver';
+import { startOtlpGrpcReceiver, startRawGrpcSink } from '../../support/otlp-grpc-receiver';
 import { startOtlpReceiver } from '../../support/otlp-receiver';
 
 const BASE = { DOWNSTREAM_URL: 'http://127.0.0.1:1' };
@@ -192,6 +193,24 @@ describe('the official OTLP/gRPC exporter, as configured', () => {
       expect(rx.spans.map((s) => s.name).sort()).toEqual(['chat m', 'chat m leg1']);
     } finally {
       await rx.close();
+    }
+  });
+  it('compresses with gzip when asked, and not otherwise: the grpc-encoding header and the message flag on the wire', async () => {
+    // grpc-js's server decompresses before a handler sees the call, so the wire is read with node:http2 here.
+    for (const compression of ['gzip', 'none'] as const) {
+      const rx = await startRawGrpcSink();
+      try {
+        await traceOneRequest(rx.url, { protocol: 'grpc', compression });
+        expect(rx.messages).toHaveLength(1);
+        const m = rx.messages[0];
+        expect(m.path).toBe('/opentelemetry.proto.collector.trace.v1.TraceService/Export');
+        expect(m.encoding).toBe(compression === 'gzip' ? 'gzip' : undefined);
+        expect(m.compressedFlag).toBe(compression === 'gzip' ? 1 : 0);
+        const payload = m.compressedFlag === 1 ? zlib.gunzipSync(m.payload) : m.payload;
+        expect(payload.toString('latin1')).toContain('chat m leg1'); // the span name, in the protobuf bytes
+      } finally {
+        await rx.close();
+      }
     }
   });
   it('does not retry INVALID_ARGUMENT', async () => {
