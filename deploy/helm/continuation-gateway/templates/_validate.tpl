@@ -17,6 +17,22 @@
 {{- include "cg.validateKubeVersion" . -}}
 {{- end -}}
 
+{{/* Kubernetes >= 1.29 (native sidecars: an initContainer with restartPolicy: Always; an older API server drops
+     the field and the pod never leaves Init). Checked against .Capabilities only when Helm talks to a cluster
+     (kubeVersionCheck auto): offline, `helm template` knows no cluster and its default version means nothing.
+     A cluster is there when the namespace's kube-root-ca.crt ConfigMap (every namespace has one) can be read:
+     lookup answers {} offline and for a namespace that does not exist yet (then the check is skipped). */}}
+{{- define "cg.validateKubeVersion" -}}
+{{- $check := .Values.kubeVersionCheck -}}
+{{- $cluster := false -}}
+{{- if eq $check "auto" -}}
+{{- $cluster = not (empty (lookup "v1" "ConfigMap" (include "cg.namespace" .) "kube-root-ca.crt")) -}}
+{{- end -}}
+{{- if and (or (eq $check "always") $cluster) (semverCompare "<1.29.0-0" .Capabilities.KubeVersion.Version) -}}
+{{- fail (printf "Kubernetes %s: this chart needs 1.29 or later (native sidecars); kubeVersionCheck=never skips the check" .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- end -}}
+
 {{/* extraEnv may not repeat a variable the chart sets (two entries of one name in a container: the last wins,
      and a later patch may drop both); the message names the value that sets it, "" = fixed by the chart. */}}
 {{- define "cg.validateExtraEnv" -}}
@@ -75,46 +91,30 @@
 {{- end -}}
 {{- end -}}
 
-{{/* Every worker loads the tokenizer: 171 MiB measured for Qwen3's 151k vocabulary (docs/deploy.md), 192 MiB
-     counted, beside the 128 MiB per process of the project's rules. */}}
+{{/* Every worker loads the tokenizer: measured up to 196 MiB more per worker (and 50 MiB more in the primary) for
+     Qwen3's 151k vocabulary (docs/deploy.md); 256 MiB a worker counted, beside the 128 MiB per process. */}}
 {{- define "cg.validateTokenizerMemory" -}}
 {{- $w := int .Values.workers -}}
 {{- if eq $w 0 -}}
 {{- fail "tokenizer.path with workers 0 (auto): the sidecar counts 128 MiB a process, not the tokenizer each worker loads; set workers" -}}
 {{- end -}}
-{{- $need := add (mul 128 (add $w 1)) (mul 192 $w) -}}
+{{- $need := add (mul 128 (add $w 1)) (mul 256 $w) -}}
 {{- $limit := .Values.resources.sidecar.limits.memory -}}
-{{- if lt (include "cg.mebibytes" $limit | float64) (float64 $need) -}}
-{{- fail (printf "resources.sidecar.limits.memory %v is below %dMi with tokenizer.path: 128 MiB for each of %d sidecar processes and 192 MiB for the tokenizer each of the %d workers loads (a 150k vocabulary; more for a larger one, docs/deploy.md)" $limit $need (add $w 1) $w) -}}
+{{- if lt (include "cg.memoryBytes" $limit | float64) (mul $need 1048576 | float64) -}}
+{{- fail (printf "resources.sidecar.limits.memory %v is below %dMi with tokenizer.path: 128 MiB for each of %d sidecar processes and 256 MiB for the tokenizer each of the %d workers loads (a 150k vocabulary; more for a larger one: docs/deploy.md)" $limit $need (add $w 1) $w) -}}
 {{- end -}}
 {{- end -}}
 
-{{/* A Kubernetes memory quantity (512Mi, 1Gi, 800M, bytes) in MiB. */}}
-{{- define "cg.mebibytes" -}}
+{{/* A Kubernetes memory quantity (512Mi, 1Gi, 800M, bytes) in bytes. */}}
+{{- define "cg.memoryBytes" -}}
 {{- if kindIs "string" . -}}
 {{- $unit := regexReplaceAll "^[0-9]+(\\.[0-9]+)?" . "" -}}
-{{- $per := dict "" (divf 1 1048576) "k" (divf 1000 1048576) "Ki" (divf 1 1024) "M" (divf 1000000 1048576) "Mi" 1 "G" (divf 1000000000 1048576) "Gi" 1024 "Ti" 1048576 -}}
+{{- $per := dict "" 1 "k" 1000 "Ki" 1024 "M" 1000000 "Mi" 1048576 "G" 1000000000 "Gi" 1073741824 "Ti" 1099511627776 -}}
 {{- if not (hasKey $per $unit) -}}
 {{- fail (printf "memory quantity %q: expected a number with one of the units Ki, Mi, Gi, Ti, k, M, G" .) -}}
 {{- end -}}
 {{- mulf (trimSuffix $unit .) (index $per $unit) -}}
 {{- else -}}
-{{- divf . 1048576 -}}
-{{- end -}}
-{{- end -}}
-
-{{/* Kubernetes >= 1.29 (native sidecars: an initContainer with restartPolicy: Always; an older API server drops
-     the field and the pod never leaves Init). Checked against .Capabilities only when Helm talks to a cluster
-     (kubeVersionCheck auto): offline, `helm template` knows no cluster and its default version means nothing.
-     A cluster is there when the namespace's kube-root-ca.crt ConfigMap (every namespace has one) can be read:
-     lookup answers {} offline and for a namespace that does not exist yet (then the check is skipped). */}}
-{{- define "cg.validateKubeVersion" -}}
-{{- $check := .Values.kubeVersionCheck -}}
-{{- $cluster := false -}}
-{{- if eq $check "auto" -}}
-{{- $cluster = not (empty (lookup "v1" "ConfigMap" (include "cg.namespace" .) "kube-root-ca.crt")) -}}
-{{- end -}}
-{{- if and (or (eq $check "always") $cluster) (semverCompare "<1.29.0-0" .Capabilities.KubeVersion.Version) -}}
-{{- fail (printf "Kubernetes %s: this chart needs 1.29 or later (native sidecars); kubeVersionCheck=never skips the check" .Capabilities.KubeVersion.Version) -}}
+{{- float64 . -}}
 {{- end -}}
 {{- end -}}
