@@ -4,9 +4,11 @@
 // (the Qwen3 model directory of scripts/tokenizer-assets.sh as the mounted volume); contradictions, typos and a
 // memory limit too small for the tokenizer are refused, saying why.
 import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { loadConfig } from '../../../src/config/env';
-import { CHART, docsOfYaml, provisionHelm, ROOT, run } from '../../support/helm';
+import { CHART, docsOfYaml, provisionHelm, ROOT, run, venvTool } from '../../support/helm';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -113,6 +115,32 @@ describeHelm('the chat template and the tokenizer from the chart', () => {
       const none = await sidecar(mode);
       expect([none.env.CHAT_TEMPLATE, none.env.TOKENIZER, none.mounts]).toEqual([undefined, undefined, undefined]);
       expect((none.volumes ?? []).map((v: any) => v.name)).toEqual(mode.length ? [] : ['envoy-config']);
+    }
+  });
+
+  test.each(modes)('%s mode: the forms pass kubernetes-validate --strict at 1.37', async (_m, mode) => {
+    const forms = [
+      ['--set', 'chatTemplate.configMap.name=t', '--set-json', 'modelVolume.volume={"image":{"reference":"registry.example.com/m:1"}}'],
+      [
+        '--set',
+        'chatTemplate.path=m',
+        '--set',
+        'modelVolume.subPath=m',
+        '--set-json',
+        'modelVolume.volume={"csi":{"driver":"d","readOnly":true}}',
+      ],
+    ];
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'helm-model-files-'));
+    try {
+      for (const [i, form] of forms.entries()) {
+        const r = await run(helm, ['template', 'gw', CHART, '-s', 'templates/deployment.yaml', '--set', 'model=m', ...mode, ...form]);
+        const file = path.join(dir, `${i}.yaml`);
+        fs.writeFileSync(file, r.stdout);
+        const v = await run(venvTool('kubernetes-validate'), ['--strict', '-k', '1.37.0', file]);
+        expect([form, v.code, v.out]).toEqual([form, 0, expect.stringContaining('passed for resource')]);
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 
