@@ -1,12 +1,15 @@
 // What a platform team hits on its first install of deploy/helm/continuation-gateway (issue 28): offline rendering
-// with no flag, values.schema.json refusing typos, the Envoy checksum over the rendered ConfigMap, the drain
-// computed from values, NOTES.txt's warnings and the minimum Kubernetes checked against a cluster (Helm talking to
-// test/support/fake-kube-api.ts: no cluster runs here), and `helm package`. Monitoring objects and the `helm test`
-// pod: helm-monitoring.test.ts. The Helm CLI: test/support/helm.ts (skipped, saying so, without Go).
+// with no flag, values.schema.json refusing typos, extraEnv refusing the chart's own variables, the spans'
+// server.address, the Envoy checksum over the rendered ConfigMap, the drain computed from values, NOTES.txt's
+// warnings and the minimum Kubernetes checked against a cluster (Helm talking to test/support/fake-kube-api.ts: no
+// cluster runs here), and `helm package`. Monitoring objects and the `helm test` pod: helm-monitoring.test.ts; the
+// chat template, the tokenizer and the model volume: helm-model-files.test.ts. The Helm CLI: test/support/helm.ts
+// (skipped, saying so, without Go).
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parse } from 'yaml';
+import { loadConfig } from '../../../src/config/env';
 import { podSpecs, ruleViolations } from '../../support/deploy-rules';
 import { startFakeKubeApi } from '../../support/fake-kube-api';
 import { CHART, docsOfYaml, provisionHelm, run } from '../../support/helm';
@@ -17,10 +20,10 @@ const SCHEMA = JSON.parse(fs.readFileSync(path.join(CHART, 'values.schema.json')
 
 const deref = (n: any) => (n?.$ref ? SCHEMA.definitions[n.$ref.split('/').pop()] : n);
 
-/** The schema node for key k under node (properties, else additionalProperties; anyOf alternatives tried). */
+/** The schema node for key k under node (properties, else additionalProperties; anyOf alternatives and if/then tried). */
 function child(node: any, k: string): any {
   const n = deref(node);
-  const alternatives = [n, ...(n?.anyOf ?? []).map(deref)];
+  const alternatives = [n, ...(n?.anyOf ?? []).map(deref), ...(n?.then ? [n.then] : [])];
   const named = alternatives.find((a: any) => a?.properties?.[k]);
   if (named) return deref(named.properties[k]);
   const map = alternatives.find((a: any) => typeof a?.additionalProperties === 'object');
@@ -95,7 +98,18 @@ describeHelm('the chart on a first install', () => {
     ['modle=x', '--set', /additional properties 'modle' not allowed/],
     ['replicas=two', '--set', /at '\/replicas': got string, want integer/],
     ['recovery.maxAtempts=3', '--set', /at '\/recovery': additional properties 'maxAtempts' not allowed/],
-    ['extraEnv.OTLP_KEY.valueFrm.secretKeyRef.name=x', '--set', /at '\/extraEnv\/OTLP_KEY'/],
+    ['extraEnv.OTLP_KEY.valueFrm.secretKeyRef.name=x', '--set', /at '\/extraEnv\/OTLP_KEY': additional properties 'valueFrm' not allowed/],
+    [
+      'extraEnv.OTLP_KEY.valueFrom.secretKeyRef.nmae=otlp-auth',
+      '--set',
+      /at '\/extraEnv\/OTLP_KEY\/valueFrom\/secretKeyRef': additional properties 'nmae' not allowed/,
+    ],
+    [
+      'extraEnv.OTLP_KEY.valueFrom.configMapKeyRef.name=otlp',
+      '--set',
+      /at '\/extraEnv\/OTLP_KEY\/valueFrom\/configMapKeyRef': missing property 'key'/,
+    ],
+    ['extraEnv.OTLP_KEY.valueFrom.secretKeyRef.optional=maybe', '--set', /secretKeyRef\/optional': got string, want boolean/],
   ];
   test.each(typos)('helm lint --strict and helm template refuse --set %s', async (value, flag, message) => {
     const t = await run(helm, ['template', 'gw', CHART, flag, value]);
@@ -124,6 +138,63 @@ describeHelm('the chart on a first install', () => {
       { name: 'OTEL_EXPORTER_OTLP_HEADERS', valueFrom: { secretKeyRef: { name: 'otlp-auth', key: 'headers' } } },
       { name: 'TOKENIZE_TIMEOUT_MS', value: '500' },
     ]);
+    const optional = { valueFrom: { configMapKeyRef: { name: 'gw-env', key: 'tz', optional: true } } };
+    expect((await run(helm, ['template', 'gw', CHART, '--set-json', `extraEnv={"TZ":${JSON.stringify(optional)}}`])).code).toBe(0);
+  });
+
+  test('extraEnv refuses every variable the chart sets, naming the value that sets it', async () => {
+    // Every setting on, both modes: the names the chart renders for the sidecar.
+    const all = [
+      '--set',
+      'model=m',
+      '--set',
+      'engine=vllm',
+      '--set',
+      'tracing.otlpEndpoint=http://c:4318',
+      '--set',
+      'chatTemplate.auto=true',
+    ];
+    const recovery = ['maxAttempts', 'maxContinuations', 'stallIdleTimeoutSeconds', 'maxStallSeconds', 'firstDeltaDeadlineSeconds'];
+    all.push(...recovery.flatMap((k) => ['--set', `recovery.${k}=3`]), '--set', 'recovery.tokenizeUrl=http://t/tokenize');
+    all.push('--set', 'tokenizer.path=/t', '--set', 'tokenizer.inImage=true', '--set', 'resources.sidecar.limits.memory=1Gi');
+    const names = new Set<string>();
+    for (const mode of ['kubernetes', 'istio']) {
+      const t = deployment(await docs([...all, '--set', `mode=${mode}`])).spec;
+      const side = [...(t.initContainers ?? []), ...t.containers].find((c: any) => c.name === 'continuation-sidecar');
+      for (const e of side.env) names.add(e.name);
+    }
+    expect(names.size).toBe(23);
+    for (const name of names) {
+      const r = await run(helm, ['template', 'gw', CHART, '--set', `extraEnv.${name}=x`]);
+      expect([name, r.code, r.out]).toEqual([name, 1, expect.stringContaining(`extraEnv.${name}: the chart sets ${name}`)]);
+    }
+    const r = await run(helm, ['template', 'gw', CHART, '--set', 'extraEnv.DRAIN_TIMEOUT_SECONDS=60']);
+    expect(r.out).toContain('extraEnv.DRAIN_TIMEOUT_SECONDS: the chart sets DRAIN_TIMEOUT_SECONDS; set drainTimeoutSeconds instead');
+    expect((await run(helm, ['template', 'gw', CHART, '--set', 'extraEnv.PORT=1'])).out).toContain('the chart sets PORT, fixed');
+  });
+
+  test("tracing: the spans' server.address is the router tier in both modes (DOWNSTREAM_URL is loopback in kubernetes mode)", async () => {
+    const env = async (args: string[]) => {
+      const t = deployment(
+        await docs(['--set', 'router.service=vllm-router.llm.svc.cluster.local', '--set', 'router.port=8001', ...args]),
+      ).spec;
+      const side = [...(t.initContainers ?? []), ...t.containers].find((c: any) => c.name === 'continuation-sidecar');
+      return Object.fromEntries(side.env.map((e: any) => [e.name, e.value]));
+    };
+    const want = { address: 'vllm-router.llm.svc.cluster.local', port: 8001 };
+    for (const mode of ['kubernetes', 'istio']) {
+      const on = await env(['--set', `mode=${mode}`, '--set', 'tracing.otlpEndpoint=http://otel:4318']);
+      expect([mode, on.TRACE_SERVER_ADDRESS]).toEqual([mode, 'vllm-router.llm.svc.cluster.local:8001']);
+      // What the sidecar makes of the rendered environment.
+      expect([mode, loadConfig(on).tracing?.serverAddress]).toEqual([mode, want]);
+      expect((await env(['--set', `mode=${mode}`])).TRACE_SERVER_ADDRESS).toBeUndefined();
+    }
+    // Without it, kubernetes mode's spans named no server (Envoy's loopback egress listener).
+    const { TRACE_SERVER_ADDRESS: _, ...without } = await env(['--set', 'tracing.otlpEndpoint=http://otel:4318']);
+    expect(loadConfig(without).tracing?.serverAddress).toBeUndefined();
+    // A traces endpoint of its own (extraEnv, e.g. from a Secret) is tracing too.
+    const own = await env(['--set', 'extraEnv.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://otel:4318/v1/traces']);
+    expect([own.TRACE_SERVER_ADDRESS, own.OTEL_SERVICE_NAME]).toEqual(['vllm-router.llm.svc.cluster.local:8001', 'continuation-gateway']);
   });
 
   test('checksum/envoy follows the rendered Envoy ConfigMap: a bootstrap change rolls the pods, nothing else does', async () => {

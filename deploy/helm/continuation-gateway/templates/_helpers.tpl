@@ -107,11 +107,24 @@ envoy.json: |
   value: {{ include "cg.drainTimeout" . | quote }}
 - name: LOG_LEVEL
   value: {{ .Values.logLevel | quote }}
+{{- with include "cg.chatTemplate" . }}
+- name: CHAT_TEMPLATE
+  value: {{ . | quote }}
+{{- end }}
+{{- with .Values.tokenizer.path }}
+- name: TOKENIZER
+  value: {{ include "cg.modelPath" (dict "path" . "root" $) | quote }}
+{{- end }}
 {{- if .Values.tracing.otlpEndpoint }}
 - name: OTEL_EXPORTER_OTLP_ENDPOINT
   value: {{ .Values.tracing.otlpEndpoint | quote }}
+{{- end }}
+{{- if include "cg.tracingOn" . }}
 - name: OTEL_SERVICE_NAME
   value: {{ .Values.tracing.serviceName | quote }}
+{{- /* The spans' server.address: the router tier (kubernetes mode: DOWNSTREAM_URL is Envoy's loopback listener). */}}
+- name: TRACE_SERVER_ADDRESS
+  value: {{ printf "%s:%v" .Values.router.service .Values.router.port | quote }}
 {{- end }}
 {{- if eq .Values.mode "istio" }}
 - name: ENVOY_ADMIN_URL
@@ -128,6 +141,65 @@ envoy.json: |
 {{- else }}
   value: {{ $v | toString | quote }}
 {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The sidecar exports spans: tracing.otlpEndpoint, or a traces endpoint of its own in extraEnv. */}}
+{{- define "cg.tracingOn" -}}
+{{- if or .Values.tracing.otlpEndpoint (hasKey .Values.extraEnv "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") -}}true{{- end -}}
+{{- end -}}
+
+{{/* Where chatTemplate.configMap is mounted in the sidecar. */}}
+{{- define "cg.templateDir" -}}/etc/continuation-gateway/chat-template{{- end -}}
+
+{{/* chatTemplate.path or tokenizer.path as the sidecar sees it: a relative one is inside modelVolume.mountPath. */}}
+{{- define "cg.modelPath" -}}
+{{- if hasPrefix "/" .path -}}
+{{- .path -}}
+{{- else -}}
+{{- printf "%s/%s" (trimSuffix "/" .root.Values.modelVolume.mountPath) .path -}}
+{{- end -}}
+{{- end -}}
+
+{{/* CHAT_TEMPLATE from chatTemplate: auto, the ConfigMap's key or the path; "" = none. */}}
+{{- define "cg.chatTemplate" -}}
+{{- $t := .Values.chatTemplate -}}
+{{- if $t.auto -}}
+auto
+{{- else if $t.configMap.name -}}
+{{- printf "%s/%s" (include "cg.templateDir" .) $t.configMap.key -}}
+{{- else if $t.path -}}
+{{- include "cg.modelPath" (dict "path" $t.path "root" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The sidecar's read-only mounts (chatTemplate.configMap, modelVolume), the same in both modes. */}}
+{{- define "cg.sidecarMounts" -}}
+{{- if .Values.chatTemplate.configMap.name }}
+- name: chat-template
+  mountPath: {{ include "cg.templateDir" . }}
+  readOnly: true
+{{- end }}
+{{- if .Values.modelVolume.volume }}
+- name: model
+  mountPath: {{ .Values.modelVolume.mountPath }}
+  {{- with .Values.modelVolume.subPath }}
+  subPath: {{ . }}
+  {{- end }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* The volumes behind cg.sidecarMounts. */}}
+{{- define "cg.sidecarVolumes" -}}
+{{- with .Values.chatTemplate.configMap.name }}
+- name: chat-template
+  configMap:
+    name: {{ . }}
+{{- end }}
+{{- with .Values.modelVolume.volume }}
+- name: model
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
 
