@@ -2,7 +2,8 @@
 // published template differs from llama.cpp's copy (the R1 distills, Qwen3 Thinking-2507), an engine without a
 // reasoning parser, a model no table entry knows (CHAT_TEMPLATE's template path), a served template that is not
 // the engine's (refused by our own render where it cannot continue; where it can, vLLM's own chat /tokenize
-// disagrees and ends it). The replicas are fake engines serving the same template
+// disagrees and ends it), CHAT_TEMPLATE=auto on vLLM (no template read: the engine's check is the only one, and a
+// check that times out ends the stream). The replicas are fake engines serving the same template
 // (tools/fake-engine/template-model.ts: OUR READING of an engine, its renderer held equal to the engines' code by
 // test/unit/templates/engine-prompt.test.ts); each answers a continuation only when its prompt is exactly the
 // uninterrupted prompt plus a prefix of its answer, so a drifting leg 2 cannot pass.
@@ -259,6 +260,57 @@ describe("a served template our render accepts but the engine does not serve: th
       expect(engineChecks(stack).length).toBeGreaterThan(0);
     },
   );
+});
+
+describe.each([
+  ['Qwen/Qwen3-32B', "Qwen3's table entry", 'qwen3', 'table'],
+  ['acme/house-reasoner-v2', 'the generic guess', 'generic', 'generic'],
+])('CHAT_TEMPLATE=auto on vLLM, %s (%s): no template is read, the engine’s own check the only one', (model, _, family, source) => {
+  let stack: TestStack;
+  // The engine serves Qwen3's template; the sidecar reads none (vLLM serves none to read).
+  const text = read('Qwen-Qwen3-0.6B.jinja');
+  const setTokenizeDelay = (ms: number) => {
+    for (const e of stack.engines) e.tokenizeDelayMs = ms;
+  };
+  beforeAll(async () => {
+    stack = await stackFor({ model, engine: 'vllm', served: text, chatTemplate: 'auto' });
+  });
+  afterAll(async () => stack?.stop());
+  beforeEach(() => {
+    resetFaults();
+    setTokenizeDelay(0);
+  });
+
+  test('a cut inside the content, the engine agreeing: the same answer, verified by the engine; /props never asked', async () => {
+    const x = await crashAt(stack, 'crash@34');
+    expectIdentical(x);
+    expect(attempt(stack, x.id)).toMatchObject({ family, source, verified_by: 'engine' });
+    expect(engineChecks(stack).length).toBeGreaterThan(0);
+    expect(stack.engines.flatMap((e) => e.requests).filter((q) => q.path === '/props')).toHaveLength(0);
+  });
+
+  test('a cut inside the reasoning: ended explicitly before leg 2 (the table refuses it; the guess, the engine refuses)', async () => {
+    const x = await crashAt(stack, 'crash@8');
+    expect(seenFor(stack, x.id).filter((s) => s.path.endsWith('/chat/completions'))).toHaveLength(1);
+    const skipped = stack.records({ decision: 'SKIPPED' }).find((l) => String(l.request_id) === x.id);
+    if (source === 'table') {
+      expectInterruption(x.r, 'continuation-unsupported');
+    } else {
+      // vLLM renders the final turn through Qwen3's template, which closes the think block: not the raw text.
+      expectInterruption(x.r, 'continuation-unverified');
+      expect(skipped).toMatchObject({ detail: 'engine-prompt-differs', differs_at_token: expect.any(Number) });
+    }
+  });
+
+  test('the engine’s check times out (TOKENIZE_TIMEOUT_MS): continuation-unverified, leg 2 never sent', async () => {
+    setTokenizeDelay(1500); // TOKENIZE_TIMEOUT_MS: 200 ms
+    const x = await crashAt(stack, 'crash@34');
+    expectInterruption(x.r, 'continuation-unverified');
+    expect(seenFor(stack, x.id).filter((s) => s.path.endsWith('/chat/completions'))).toHaveLength(1);
+    const skipped = stack.records({ decision: 'SKIPPED' }).find((l) => String(l.request_id) === x.id);
+    expect(skipped).toMatchObject({ reason: 'continuation-unverified', detail: 'engine-check-unavailable:timeout' });
+    expect(stack.records({ decision: 'ENGINE_CHECK_UNAVAILABLE' }).some((l) => String(l.request_id) === x.id)).toBe(true);
+  });
 });
 
 describe('a burst on the template path: 100 streams of one replica crash together', () => {
