@@ -64,7 +64,7 @@ async function startAdmin(
 }
 
 function logListening(log: Logger, config: GatewayConfig, port: number, adminPort: number, ctx: GatewayContext): void {
-  logFamily(log, config);
+  logFamily(log, config, ctx.chatTemplate?.served());
   log.info(
     {
       port,

@@ -4,7 +4,7 @@
 import { ERROR_CODES, GatewayError } from '../errors';
 import type { TracingConfig } from '../obs/tracing';
 import { checkTokenizerSetting } from '../templates/model-tokenizer';
-import { ChatTemplateConfigError, TEMPLATE_AUTO, templateFromFiles } from '../templates/provider';
+import { AUTO_ON_SGLANG, ChatTemplateConfigError, isTemplateAuto, templateFromFiles } from '../templates/provider';
 import { resolveWorkers, type WorkersSource } from './cpu-limit';
 import { tracingConfig } from './otel-env';
 import { schema, type Variables } from './schema';
@@ -18,7 +18,8 @@ export interface GatewayConfig {
   readonly continuationModel: string | undefined;
   /**
    * CHAT_TEMPLATE: a .jinja, tokenizer_config.json or chat_template.json file, the model directory, or `auto`
-   * (llama-server's /props); undefined = none (src/templates/provider.ts).
+   * (llama.cpp: llama-server's /props; vLLM: only the engine's own check; refused on SGLang); undefined = none
+   * (src/templates/provider.ts).
    */
   readonly chatTemplate: string | undefined;
   /** Which engine serves the model: how a continuation request is rendered (src/families/). */
@@ -146,7 +147,7 @@ function parseVariables(env: NodeJS.ProcessEnv): Variables {
     throw new ConfigError(problems);
   }
   const e = parsed.data;
-  const templateProblem = checkChatTemplate(e.CHAT_TEMPLATE, e.CONTINUATION_MODEL);
+  const templateProblem = checkChatTemplate(e.CHAT_TEMPLATE, e.CONTINUATION_MODEL, e.CONTINUATION_ENGINE);
   const tokenizerProblem = checkTokenizerSetting(e.TOKENIZER);
   if (templateProblem || tokenizerProblem) throw new ConfigError([templateProblem, tokenizerProblem].filter((p) => p !== undefined));
   return e;
@@ -228,12 +229,15 @@ function processSettings(e: Variables, workers: ReturnType<typeof resolveWorkers
   };
 }
 
-/** A CHAT_TEMPLATE file that cannot be read or parsed stops the sidecar now, not at the first crash. */
-function checkChatTemplate(setting: string | undefined, model: string | undefined): string | undefined {
+/**
+ * A CHAT_TEMPLATE file that cannot be read or parsed stops the sidecar now, not at the first crash; so does `auto`
+ * on SGLang, which answers no template and renders leg 2 without a check the sidecar could ask for.
+ */
+function checkChatTemplate(setting: string | undefined, model: string | undefined, engine: GatewayConfig['engine']): string | undefined {
   if (setting === undefined) return undefined;
   if (model === undefined)
     return 'config error: CHAT_TEMPLATE needs CONTINUATION_MODEL (the name the model is served as; any name: the template decides the format)';
-  if (setting.toLowerCase() === TEMPLATE_AUTO) return undefined;
+  if (isTemplateAuto(setting)) return engine === 'sglang' ? AUTO_ON_SGLANG : undefined;
   try {
     templateFromFiles(setting);
     return undefined;

@@ -88,8 +88,9 @@ export async function buildGatewayContext(config: GatewayConfig, log: Logger, ad
   const detectedModel =
     config.continuationModel?.trim().toLowerCase() === AUTO ? new FamilyDetection({ baseUrl: config.downstreamUrl, log }) : undefined;
   void detectedModel?.start();
-  // CHAT_TEMPLATE: read (or, `auto`, asked of the engine) once; every continuation renders and verifies with it.
-  const chatTemplate = await templateProvider(config.chatTemplate, { baseUrl: config.downstreamUrl, log });
+  // CHAT_TEMPLATE: read once (or, `auto` on llama.cpp, asked of the engine until it answers); every continuation
+  // renders and verifies with it.
+  const chatTemplate = await templateProvider(config.chatTemplate, { engine: config.engine, baseUrl: config.downstreamUrl, log });
   // TOKENIZER: loaded once per process; a file the library cannot read stops the sidecar now (ConfigError).
   const tokenizer = modelTokenizer(config.tokenizer, log);
   const ctx: GatewayContext = {

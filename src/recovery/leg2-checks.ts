@@ -4,15 +4,21 @@ import type { EngineVerdict } from '../templates/engine-check';
 import { localDay } from '../templates/strftime';
 import type { Designed } from './leg2-design';
 
-/** The engine's verdict applied: it wins over our render; llama.cpp's template path has no other verification. */
+/**
+ * The engine's verdict applied: it wins over our render. It is asked only with CHAT_TEMPLATE set
+ * (src/stream/leg2-prepare.ts), where every continuation is to be verified: a leg 2 our render of the template
+ * did not verify (llama.cpp, whose prompts only the engine renders; `auto` on vLLM, or on llama.cpp before
+ * /props answers: no template here) goes only on the engine's agreement, so an engine that cannot answer in time
+ * ends it explicitly rather than letting it go unverified.
+ */
 export function withEngineVerdict(d: Designed, verdict: EngineVerdict | undefined): Designed {
   if ('unsupported' in d || verdict === undefined) return d;
   const design = d.design;
   if (verdict.kind === 'differs') return { unsupported: verdict.detail, reason: 'continuation-unverified', design, diff: verdict.diff };
   if (verdict.kind === 'unavailable')
-    return design.verifiedBy === 'engine'
-      ? { unsupported: `engine-check-unavailable:${verdict.detail}`, reason: 'continuation-unverified', design }
-      : d;
+    return design.verifiedBy === 'template'
+      ? d
+      : { unsupported: `engine-check-unavailable:${verdict.detail}`, reason: 'continuation-unverified', design };
   return {
     design: {
       ...design,

@@ -1,7 +1,9 @@
 // Continuations verified against the template the engine serves, through the real Envoy: the checkpoints whose
 // published template differs from llama.cpp's copy (the R1 distills, Qwen3 Thinking-2507), an engine without a
-// reasoning parser, a model no table entry knows (CHAT_TEMPLATE's template path), and a served template that is
-// not the engine's (the engine's own check ends it). The replicas are fake engines serving the same template
+// reasoning parser, a model no table entry knows (CHAT_TEMPLATE's template path), a served template that is not
+// the engine's (refused by our own render where it cannot continue; where it can, vLLM's own chat /tokenize
+// disagrees and ends it), CHAT_TEMPLATE=auto on vLLM (no template read: the engine's check is the only one, and a
+// check that times out ends the stream). The replicas are fake engines serving the same template
 // (tools/fake-engine/template-model.ts: OUR READING of an engine, its renderer held equal to the engines' code by
 // test/unit/templates/engine-prompt.test.ts); each answers a continuation only when its prompt is exactly the
 // uninterrupted prompt plus a prefix of its answer, so a drifting leg 2 cannot pass.
@@ -71,6 +73,10 @@ function expectIdentical(x: Awaited<ReturnType<typeof crashAt>>): void {
   expect(x.r.reasoning).toBe(x.ref.reasoning);
   expect(x.r.content).toBe(x.ref.content);
 }
+
+/** Leg 2's chat /tokenize bodies the engines saw: the engine's own check (src/templates/engine-check.ts). */
+const engineChecks = (stack: TestStack) =>
+  stack.engines.flatMap((e) => e.requests).filter((q) => q.path === '/tokenize' && q.body?.continue_final_message === true);
 
 const attempt = (stack: TestStack, id: string) =>
   stack.records({ decision: 'ATTEMPT' }).find((l) => String(l.request_id) === id && l.leg === 2);
@@ -189,10 +195,11 @@ describe('a model no table entry knows, with CHAT_TEMPLATE: the template path', 
   });
 });
 
-describe("a served template that is not the engine's: the engine's own check ends the stream", () => {
+describe('a served template our render cannot continue: it ends the stream before the engine is asked', () => {
   let stack: TestStack;
   beforeAll(async () => {
-    // The engine serves the published R1 form; CHAT_TEMPLATE names llama.cpp's altered Qwen-32B copy.
+    // The engine serves the published R1 form; CHAT_TEMPLATE names llama.cpp's altered Qwen-32B copy, whose final
+    // turn does not render the open block leg 2 continues: our own render refuses it.
     const served = read('deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja');
     const wrong = read('deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja');
     stack = await stackFor({
@@ -206,13 +213,103 @@ describe("a served template that is not the engine's: the engine's own check end
   afterAll(async () => stack?.stop());
   beforeEach(() => resetFaults());
 
-  test('continuation-unverified, leg 2 never sent; the log says where the prompts part, in numbers', async () => {
+  test('continuation-unverified, leg 2 never sent, the engine never asked', async () => {
     const x = await crashAt(stack, 'crash@8');
     expectInterruption(x.r, 'continuation-unverified');
     expect(seenFor(stack, x.id).filter((s) => s.path.endsWith('/chat/completions'))).toHaveLength(1);
     const skipped = stack.records({ decision: 'SKIPPED' }).find((l) => String(l.request_id) === x.id);
-    expect(skipped).toMatchObject({ reason: 'continuation-unverified', source: 'template' });
-    expect(JSON.stringify(skipped)).not.toContain('<think>');
+    expect(skipped).toMatchObject({ reason: 'continuation-unverified', source: 'template', detail: 'leg2-not-rendered' });
+    expect(engineChecks(stack)).toHaveLength(0);
+  });
+});
+
+describe("a served template our render accepts but the engine does not serve: the engine's own check ends the stream", () => {
+  let stack: TestStack;
+  const served = published('Qwen/QwQ-32B');
+  // CHAT_TEMPLATE is a copy with a default system prompt where the conversation has none (a hand-edited
+  // ConfigMap): leg 2 renders through it exactly as the uninterrupted prompt did, so only the engine can tell.
+  const edited = served.replace(
+    "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n  {%- endif %}",
+    "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n  {%- else %}\n" +
+      "        {{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}\n  {%- endif %}",
+  );
+  beforeAll(async () => {
+    expect(edited).not.toBe(served);
+    stack = await stackFor({ model: 'acme/house-reasoner-v2', engine: 'vllm', served, chatTemplate: modelDir('edited', edited) });
+  });
+  afterAll(async () => stack?.stop());
+  beforeEach(() => resetFaults());
+
+  test.each(['crash@8', 'crash@34'])(
+    '%s: continuation-unverified, leg 2 never sent; the log says the engine disagreed and at which token, no text',
+    async (fault) => {
+      const x = await crashAt(stack, fault);
+      const e = expectInterruption(x.r, 'continuation-unverified');
+      expect(e.delivered_output_tokens).toBeGreaterThan(0);
+      expect(seenFor(stack, x.id).filter((s) => s.path.endsWith('/chat/completions'))).toHaveLength(1);
+      const skipped = stack.records({ decision: 'SKIPPED' }).find((l) => String(l.request_id) === x.id);
+      // <|im_start|> is token 0 of both prompts; then the engine's `user` where ours has `system`.
+      expect(skipped).toMatchObject({
+        reason: 'continuation-unverified',
+        source: 'template',
+        detail: 'engine-prompt-differs',
+        differs_at_token: 1,
+      });
+      expect(JSON.stringify(skipped)).not.toMatch(/<think>|helpful assistant|Tell me/);
+      // The engine was asked: leg 2's chat /tokenize (through the egress listener), rendered by its own template.
+      expect(engineChecks(stack).length).toBeGreaterThan(0);
+    },
+  );
+});
+
+describe.each([
+  ['Qwen/Qwen3-32B', "Qwen3's table entry", 'qwen3', 'table'],
+  ['acme/house-reasoner-v2', 'the generic guess', 'generic', 'generic'],
+])('CHAT_TEMPLATE=auto on vLLM, %s (%s): no template is read, the engine’s own check the only one', (model, _, family, source) => {
+  let stack: TestStack;
+  // The engine serves Qwen3's template; the sidecar reads none (vLLM serves none to read).
+  const text = read('Qwen-Qwen3-0.6B.jinja');
+  const setTokenizeDelay = (ms: number) => {
+    for (const e of stack.engines) e.tokenizeDelayMs = ms;
+  };
+  beforeAll(async () => {
+    stack = await stackFor({ model, engine: 'vllm', served: text, chatTemplate: 'auto' });
+  });
+  afterAll(async () => stack?.stop());
+  beforeEach(() => {
+    resetFaults();
+    setTokenizeDelay(0);
+  });
+
+  test('a cut inside the content, the engine agreeing: the same answer, verified by the engine; /props never asked', async () => {
+    const x = await crashAt(stack, 'crash@34');
+    expectIdentical(x);
+    expect(attempt(stack, x.id)).toMatchObject({ family, source, verified_by: 'engine' });
+    expect(engineChecks(stack).length).toBeGreaterThan(0);
+    expect(stack.engines.flatMap((e) => e.requests).filter((q) => q.path === '/props')).toHaveLength(0);
+  });
+
+  test('a cut inside the reasoning: ended explicitly before leg 2 (the table refuses it; the guess, the engine refuses)', async () => {
+    const x = await crashAt(stack, 'crash@8');
+    expect(seenFor(stack, x.id).filter((s) => s.path.endsWith('/chat/completions'))).toHaveLength(1);
+    const skipped = stack.records({ decision: 'SKIPPED' }).find((l) => String(l.request_id) === x.id);
+    if (source === 'table') {
+      expectInterruption(x.r, 'continuation-unsupported');
+    } else {
+      // vLLM renders the final turn through Qwen3's template, which closes the think block: not the raw text.
+      expectInterruption(x.r, 'continuation-unverified');
+      expect(skipped).toMatchObject({ detail: 'engine-prompt-differs', differs_at_token: expect.any(Number) });
+    }
+  });
+
+  test('the engine’s check times out (TOKENIZE_TIMEOUT_MS): continuation-unverified, leg 2 never sent', async () => {
+    setTokenizeDelay(1500); // TOKENIZE_TIMEOUT_MS: 200 ms
+    const x = await crashAt(stack, 'crash@34');
+    expectInterruption(x.r, 'continuation-unverified');
+    expect(seenFor(stack, x.id).filter((s) => s.path.endsWith('/chat/completions'))).toHaveLength(1);
+    const skipped = stack.records({ decision: 'SKIPPED' }).find((l) => String(l.request_id) === x.id);
+    expect(skipped).toMatchObject({ reason: 'continuation-unverified', detail: 'engine-check-unavailable:timeout' });
+    expect(stack.records({ decision: 'ENGINE_CHECK_UNAVAILABLE' }).some((l) => String(l.request_id) === x.id)).toBe(true);
   });
 });
 

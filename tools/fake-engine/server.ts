@@ -56,6 +56,8 @@ export interface FakeEngineOptions {
    * answer the template shows the model writing, split by a marker parser or none. Replaces `family`.
    */
   chatTemplate?: TemplateModelOptions;
+  /** /tokenize (and /apply-template) answers this many ms late: an engine too slow for TOKENIZE_TIMEOUT_MS. */
+  tokenizeDelayMs?: number;
 }
 
 export type TokenizerDialect = 'sglang' | 'vllm' | 'llamacpp';
@@ -72,6 +74,8 @@ export interface FakeEngine {
   failFor(ms: number): void;
   /** Chat requests waiting for their first token in the slow-prefill mode (prefillMsPerConcurrent). */
   readonly prefillsInProgress: number;
+  /** FakeEngineOptions.tokenizeDelayMs, changeable while the engine runs. */
+  tokenizeDelayMs: number;
   close(): Promise<void>;
 }
 
@@ -115,6 +119,10 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
   let unavailableUntil = 0;
   const prefills = new PrefillLoad(opts.prefillMsPerConcurrent ?? 0, opts.prefillMs ?? 0);
   const tm = opts.chatTemplate ? templateModel(opts.chatTemplate) : undefined;
+  let tokenizeDelayMs = opts.tokenizeDelayMs ?? 0;
+  /** Answers the tokenizer routes, tokenizeDelayMs late (no answer once the caller has gone). */
+  const tokenizerRoute = (ex: Exchange, route: (ex: Exchange) => void) =>
+    tokenizeDelayMs > 0 ? ex.later(tokenizeDelayMs, () => route(ex)) : route(ex);
 
   const bad = (ex: Exchange, message: string) => ex.sendJson(400, errorBody(message, 'BadRequestError', 400));
 
@@ -261,8 +269,9 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     ex.onClose(() => live.delete(ex));
 
     if (req.method === 'POST' && path === '/v1/chat/completions') return chat(ex);
-    if (req.method === 'POST' && (path === '/tokenize' || (path === '/v1/tokenize' && tokenizer === 'sglang'))) return tokenizeRoute(ex);
-    if (req.method === 'POST' && path === '/apply-template' && tokenizer === 'llamacpp') return applyTemplateRoute(ex);
+    if (req.method === 'POST' && (path === '/tokenize' || (path === '/v1/tokenize' && tokenizer === 'sglang')))
+      return tokenizerRoute(ex, tokenizeRoute);
+    if (req.method === 'POST' && path === '/apply-template' && tokenizer === 'llamacpp') return tokenizerRoute(ex, applyTemplateRoute);
     if (req.method === 'GET' && path === '/v1/models') {
       return ex.sendJson(200, {
         object: 'list',
@@ -295,6 +304,12 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
         requests,
         get prefillsInProgress() {
           return prefills.inProgress;
+        },
+        get tokenizeDelayMs() {
+          return tokenizeDelayMs;
+        },
+        set tokenizeDelayMs(ms: number) {
+          tokenizeDelayMs = ms;
         },
         failFor(ms: number) {
           unavailableUntil = Date.now() + ms;

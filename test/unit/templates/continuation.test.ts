@@ -126,16 +126,33 @@ describe("the engine's verdict", () => {
     },
   );
 
-  it('wins where it differs; where it cannot answer, only what nothing else verified is refused', () => {
+  it('wins where it differs; where it cannot answer, only what our render of the template verified goes', () => {
     const differs = { kind: 'differs', detail: 'engine-prompt-differs', tokenAt: 7 } as const;
     expect(withEngineVerdict(tableDesign, differs)).toMatchObject({
       reason: 'continuation-unverified',
       unsupported: 'engine-prompt-differs',
     });
     const unavailable = { kind: 'unavailable', detail: 'timeout' } as const;
-    expect(withEngineVerdict(tableDesign, unavailable)).toBe(tableDesign);
+    // No template here (CHAT_TEMPLATE=auto on vLLM): the engine is the only check, and it did not answer.
+    expect(design(tableDesign).verifiedBy).toBeNull();
+    expect(withEngineVerdict(tableDesign, unavailable)).toMatchObject({
+      reason: 'continuation-unverified',
+      unsupported: 'engine-check-unavailable:timeout',
+    });
+    expect(withEngineVerdict(tableDesign, { kind: 'agrees', message: design(tableDesign).shape.message })).toMatchObject({
+      design: { verifiedBy: 'engine' },
+    });
+    // llama.cpp's template path: only the engine renders its prompts.
     expect(design(viaEngine).verifiedBy).toBe('engine');
     expect(withEngineVerdict(viaEngine, unavailable)).toMatchObject({ unsupported: 'engine-check-unavailable:timeout' });
+    // Our render of CHAT_TEMPLATE verified it: that verification stands when the engine is late.
+    const rendered = designLeg2(
+      body(),
+      { reasoning: '\nr\n', content: '\n\nThe' },
+      { continuationModel: 'Qwen/Qwen3-32B', engine: 'vllm', served: served('Qwen-Qwen3-0.6B.jinja'), clock: sameDay },
+    );
+    expect(design(rendered).verifiedBy).toBe('template');
+    expect(withEngineVerdict(rendered, unavailable)).toBe(rendered);
   });
 
   it('llama.cpp: the shape the engine rendered exactly is the one sent', () => {

@@ -4,7 +4,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { loadConfig } from '../../../src/config/env';
+import { ConfigError, loadConfig } from '../../../src/config/env';
 import { templateFromFiles, templateFromProps } from '../../../src/templates/provider';
 import { templateForRequest } from '../../../src/templates/served';
 import { readTemplateFiles, TemplateSourceError } from '../../../src/templates/source';
@@ -102,7 +102,28 @@ describe('compiled for use', () => {
     expect(() => loadConfig({ DOWNSTREAM_URL: 'http://127.0.0.1:1', CHAT_TEMPLATE: path.join(dir, 'ok.jinja') })).toThrow(
       /CHAT_TEMPLATE needs CONTINUATION_MODEL/,
     );
-    expect(loadConfig({ DOWNSTREAM_URL: 'http://127.0.0.1:1', CONTINUATION_MODEL: 'm', CHAT_TEMPLATE: 'auto' }).chatTemplate).toBe('auto');
+    const auto = { DOWNSTREAM_URL: 'http://127.0.0.1:1', CONTINUATION_MODEL: 'm', CHAT_TEMPLATE: 'auto' };
+    expect(loadConfig({ ...auto, CONTINUATION_ENGINE: 'llamacpp' }).chatTemplate).toBe('auto');
+    expect(loadConfig({ ...auto, CONTINUATION_ENGINE: 'vllm' }).chatTemplate).toBe('auto');
+  });
+
+  it('CHAT_TEMPLATE=auto on SGLang (the default engine) stops the sidecar at start: SGLang cannot tell its template', () => {
+    const env = { DOWNSTREAM_URL: 'http://127.0.0.1:1', CONTINUATION_MODEL: 'm', CHAT_TEMPLATE: 'AUTO' };
+    for (const engine of [{}, { CONTINUATION_ENGINE: 'sglang' }]) {
+      let err: unknown;
+      try {
+        loadConfig({ ...env, ...engine });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ConfigError);
+      expect((err as ConfigError).problems).toEqual([
+        expect.stringMatching(/^config error: CHAT_TEMPLATE=auto cannot be used with CONTINUATION_ENGINE=sglang: .*model directory/),
+      ]);
+    }
+    // One line per bad variable, with the other checks of that stage (the files), fastify-style.
+    const both = () => loadConfig({ ...env, TOKENIZER: path.join(dir, 'nope') });
+    expect(both).toThrow(/^config error: CHAT_TEMPLATE=auto .*\nconfig error: TOKENIZER /);
   });
 
   it('a request with tools renders with tool_use where the model has one, else the default', () => {
