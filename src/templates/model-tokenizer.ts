@@ -41,25 +41,39 @@ export function tokenizerFile(setting: string): string {
 }
 
 /**
- * At start (src/config/env.ts): the file exists and is a tokenizer.json (a JSON object with a `model`), else a
- * line naming the variable. The sidecar then loads it (loadModelTokenizer), which checks the rest.
+ * At start (src/config/env.ts), cheaply: the file exists, can be read and opens a JSON object, else a line naming
+ * the variable. Only its first bytes are read: parsing a 10-30 MB tokenizer.json here as well as in the library
+ * left 50-125 MiB more resident in every process (measured with Qwen3's and gpt-oss's files, docs/deploy.md). The
+ * sidecar then loads it (loadModelTokenizer), which checks the rest and stops it with a TOKENIZER line too.
  */
 export function checkTokenizerSetting(setting: string | undefined): string | undefined {
   if (setting === undefined) return undefined;
   try {
     const file = tokenizerFile(setting);
-    let v: unknown;
-    try {
-      v = JSON.parse(fs.readFileSync(file, 'utf8'));
-    } catch (e) {
-      throw new ModelTokenizerError(`${file} is not JSON (${(e as NodeJS.ErrnoException).code ?? 'a syntax error'})`);
-    }
-    const model = (v as { model?: unknown } | null)?.model;
-    if (!model || typeof model !== 'object') throw new ModelTokenizerError(`${file} is not a tokenizer.json (no "model")`);
+    if (!/^\s*\{/.test(readHead(file, 4096).replace(/^\uFEFF/, '')))
+      throw new ModelTokenizerError(`${file} is not a tokenizer.json (not a JSON object)`);
     return undefined;
   } catch (e) {
     if (e instanceof ModelTokenizerError) return `config error: TOKENIZER ${e.message}`;
     throw e;
+  }
+}
+
+/** The first `bytes` of a file, as text. */
+function readHead(file: string, bytes: number): string {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, 'r');
+  } catch (e) {
+    throw new ModelTokenizerError(`${file}: ${(e as NodeJS.ErrnoException).code ?? 'unreadable'}`);
+  }
+  try {
+    const buf = Buffer.alloc(bytes);
+    return buf.subarray(0, fs.readSync(fd, buf, 0, bytes, 0)).toString('utf8');
+  } catch (e) {
+    throw new ModelTokenizerError(`${file}: ${(e as NodeJS.ErrnoException).code ?? 'unreadable'}`);
+  } finally {
+    fs.closeSync(fd);
   }
 }
 
@@ -79,7 +93,7 @@ export function tokenizersBinding(load: () => unknown = () => require('tokenizer
   }
 }
 
-/** Loads TOKENIZER (about 0.7 s and 100 MB for a 150k vocabulary). Throws ModelTokenizerError naming the file. */
+/** Loads TOKENIZER (about 0.7 s; 150 MiB more peak RSS for a 150k vocabulary, docs/deploy.md). Throws ModelTokenizerError naming the file. */
 export function loadModelTokenizer(setting: string, binding: () => TokenizersBinding = tokenizersBinding): TextTokenizer {
   const file = tokenizerFile(setting);
   // Loaded when TOKENIZER is set only: a deployment without it never loads the native module.
