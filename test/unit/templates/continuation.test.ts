@@ -94,6 +94,13 @@ describe('the template path', () => {
     expect(reasoning.candidates?.[0]).toEqual({ content: '', reasoning_content: '\n\nA: 10' });
     const content = design(designLeg2(body(), { reasoning: '\n\nA: 10\n', content: '\n\nA: 6' }, { ...r1, served: tpl }));
     expect(content.raw).toBe('\nA: 10\n</think>\n\nA: 6');
+    // The table entry for the checkpoint's own name, with the template or without: the same raw text.
+    for (const withTemplate of [tpl, undefined]) {
+      const table = { ...r1, continuationModel: 'deepseek-ai/DeepSeek-R1-Distill-Llama-8B', served: withTemplate };
+      const t = design(designLeg2(body(), { reasoning: '\n\nA: 10\n', content: '\n\nA: 6' }, table));
+      expect(t).toMatchObject({ source: 'table', raw: '\nA: 10\n</think>\n\nA: 6' });
+      expect(t.shape.message).toEqual({ content: '\n\nA: 6', reasoning_content: '\n\nA: 10\n' });
+    }
     // A prompt that does not open the block has no such text: the delivered content is the raw text.
     const plain = design(
       designLeg2(body(), { reasoning: '', content: '\nThe' }, { ...r1, served: served('Qwen-Qwen2.5-7B-Instruct.jinja') }),
