@@ -159,9 +159,21 @@ function fromTable(original: JsonObject, d: Delivered, target: ContinuationTarge
   const messages = Array.isArray(original.messages) ? original.messages : [];
   const shape = family.engines[target.engine].plan({ delivered: d, phase, thinking, messages });
   if (isUnsupported(shape)) return { unsupported: shape.unsupported, reason: 'continuation-unsupported', design: partial };
-  const raw = rawText(family.reasoning, d, phase, thinking);
-  if (typeof raw !== 'string') return { unsupported: raw.unsupported, reason: 'continuation-unsupported', design: partial };
+  const rebuilt = rawText(family.reasoning, d, phase, thinking);
+  if (typeof rebuilt !== 'string') return { unsupported: rebuilt.unsupported, reason: 'continuation-unsupported', design: partial };
+  const raw = target.engine === 'llamacpp' ? llamacppGenerated(family.reasoning, rebuilt, thinking, d) : rebuilt;
   return verifyTable(original, { ...partial, shape, raw, rawAsArrived: false, verifiedBy: null }, target);
+}
+
+/**
+ * llama.cpp's parser reads the generation prompt before the model's text, so after a prompt that opens the
+ * reasoning the delivered reasoning starts with what the prompt wrote after the marker (R1's `<think>\n`: the
+ * `\n`, the format's afterOpen). That is the prompt's, not generated: not counted as leg 1's, not expected after
+ * the uninterrupted prompt (src/templates/continuation.ts llamacppGenerated, the same rule on the template path).
+ */
+function llamacppGenerated(format: ModelFamily['reasoning'], raw: string, thinking: boolean, d: Delivered): string {
+  const tail = format?.promptOpens && thinking && d.reasoning ? (format.spelling?.afterOpen ?? '') : '';
+  return tail && raw.startsWith(tail) ? raw.slice(tail.length) : raw;
 }
 
 /** The table's leg 2 checked against the served template (SGLang, vLLM), when there is one. */

@@ -70,7 +70,7 @@ export async function runContinuationLeg(r: ContinuationPort, n: number, heldToo
   const planned = await planLeg(r);
   if (r.cancellation.cancelled) return CANCELLED;
   if ('end' in planned) return { next: { end: interruption(planned.end, heldToolCall) } };
-  const { plan, counted } = planned;
+  const { plan, counted, verdict } = planned;
   const refused = await r.admit(counted.promptTokens, counted.totalRecovered);
   if (r.cancellation.cancelled) return CANCELLED;
   if (refused) return { next: { end: interruption(`recovery-${refused.reason}`, heldToolCall) } };
@@ -80,7 +80,7 @@ export async function runContinuationLeg(r: ContinuationPort, n: number, heldToo
       'tool call held at the failure: the continuation starts before it',
     );
   const sent = { recovered: plan.recovered, method: counted.method };
-  r.logTransition('ATTEMPT', attemptRecord(n, plan, counted));
+  r.logTransition('ATTEMPT', attemptRecord(n, plan, counted, verdict));
   const opened = await sendLeg(r, n, plan);
   if (!('res' in opened)) return { ...opened, sent };
   const out = await relay(r, n, plan, counted, opened);
@@ -89,7 +89,9 @@ export async function runContinuationLeg(r: ContinuationPort, n: number, heldToo
 }
 
 /** Counted, checked and planned; or the reason no continuation leg can be sent (logged as SKIPPED). */
-async function planLeg(r: ContinuationPort): Promise<{ plan: Planned; counted: CountedRecoveredTokens } | { end: SkipReason }> {
+async function planLeg(
+  r: ContinuationPort,
+): Promise<{ plan: Planned; counted: CountedRecoveredTokens; verdict: Prepared['verdict'] } | { end: SkipReason }> {
   const cfg = r.config;
   const prepared = await prepareContinuation(r);
   // The engine's own running count where it streamed one (continuous usage stats): exact, and what the client
@@ -101,7 +103,7 @@ async function planLeg(r: ContinuationPort): Promise<{ plan: Planned; counted: C
     recovered: counted,
     designed: prepared.designed,
   });
-  if (plan.kind === 'send') return { plan, counted };
+  if (plan.kind === 'send') return { plan, counted, verdict: prepared.verdict };
   r.log.info({ decision: 'SKIPPED', reason: plan.reason, ...skipRecord(r, plan, prepared) }, 'no continuation leg');
   return { end: plan.reason };
 }
@@ -122,14 +124,19 @@ function skipRecord(r: ContinuationPort, plan: Extract<Leg2Plan, { kind: 'skip' 
   };
 }
 
-/** The ATTEMPT record of continuation leg `n`. */
-function attemptRecord(n: number, plan: Planned, counted: CountedRecoveredTokens): Record<string, unknown> {
+/**
+ * The ATTEMPT record of continuation leg `n`. `engine_check`: the engine's verdict on leg 2's prompt (vLLM's
+ * /tokenize, llama.cpp's /apply-template; `agrees`, or `unavailable` where our render verified it), null when the
+ * engine was not asked.
+ */
+function attemptRecord(n: number, plan: Planned, counted: CountedRecoveredTokens, verdict: Prepared['verdict']): Record<string, unknown> {
   return {
     leg: n + 1,
     case: plan.case,
     family: plan.design.familyName,
     source: plan.design.source,
     verified_by: plan.design.verifiedBy,
+    engine_check: verdict?.kind ?? null,
     raw_as_arrived: plan.design.rawAsArrived,
     phase: plan.design.phase,
     leg2_split: plan.design.shape.split,

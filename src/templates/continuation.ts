@@ -183,6 +183,22 @@ function candidates(engine: Engine, raw: RawText, d: Delivered, tail: string | u
   return out;
 }
 
+/**
+ * llama.cpp's parser reads the generation prompt followed by the model's text (tools/server/README.md
+ * `generation_prompt`: "Prepended to model output before parsing"), so after a prompt that opens the reasoning the
+ * delivered reasoning starts with what the prompt wrote after the opening marker (R1's `<think>\n`: the `\n`).
+ * That text is the prompt's, not generated: the raw text leg 2's prompt continues from (what is counted as what
+ * leg 1 generated, and what the engine check expects after the uninterrupted prompt) starts after it. Measured
+ * against a real llama-server: test/real-engine/template-path.test.ts (counted with it, every cut was one token
+ * over the engine's count of the generated text).
+ */
+function llamacppGenerated(raw: RawText, r: Renders): string {
+  if (r.state !== 'opens' || !r.markers || raw.asArrived) return raw.raw;
+  const at = r.prompt1.lastIndexOf(r.markers.open);
+  const tail = at < 0 ? '' : r.prompt1.slice(at + r.markers.open.length);
+  return tail && raw.raw.startsWith(tail) ? raw.raw.slice(tail.length) : raw.raw;
+}
+
 /** Leg 2's final message from the served template, verified; or why there is none. */
 export function designFromTemplate(i: TemplateInputs): TemplateDesign | TemplateRefusal {
   const unrenderable = notRenderable(i.original);
@@ -198,7 +214,8 @@ export function designFromTemplate(i: TemplateInputs): TemplateDesign | Template
   const expected = r.prompt1 + raw.raw;
   const shapes = candidates(i.engine, raw, i.delivered, r.tail);
   const base = { kind: 'design', phase: raw.phase, state: r.state, markers: r.markers, raw: raw.raw, rawAsArrived: raw.asArrived } as const;
-  if (i.engine === 'llamacpp') return { ...base, message: shapes[0], candidates: shapes, prompt1: r.prompt1, verifiedBy: 'engine' };
+  if (i.engine === 'llamacpp')
+    return { ...base, raw: llamacppGenerated(raw, r), message: shapes[0], candidates: shapes, prompt1: r.prompt1, verifiedBy: 'engine' };
   let first: TemplateRefusal | undefined;
   for (const message of shapes) {
     const v = verifyLeg2(i, withFinal(i.original, message), expected);

@@ -68,7 +68,12 @@ if ('skip' in located) {
         expectOneCompleteStream(g);
         greedy.push(g.content);
       }
-      const progress: StreamProgress[] = Array.from({ length: STREAMS }, () => ({ contentChunks: 0, content: '' }));
+      const progress: StreamProgress[] = Array.from({ length: STREAMS }, () => ({
+        contentChunks: 0,
+        content: '',
+        reasoningChunks: 0,
+        reasoning: '',
+      }));
       const ids = Array.from({ length: STREAMS }, () => newRequestId('real-crash'));
       const runs: Promise<ClientResult>[] = ids.map((id, k) =>
         streamChat(stack.url, body(k), { 'x-request-id': id }, (p) => {

@@ -12,7 +12,11 @@ import { gguf } from '@huggingface/gguf';
 const CONTROL = 3;
 const USER_DEFINED = 4;
 
-/** Writes `<dir>/tokenizer.json` from a gpt2-model, smollm-pre GGUF; returns `dir`. */
+/**
+ * Writes `<dir>/tokenizer.json` from a gpt2-model, smollm-pre GGUF, and `<dir>/tokenizer_config.json` with the special
+ * tokens the GGUF names (bos/eos/unk/padding ids: what a chat template reads as bos_token, eos_token, ..., as in the
+ * model directory an engine loads); returns `dir`.
+ */
 export async function tokenizerFromGguf(model: string, dir: string): Promise<string> {
   const { metadata } = await gguf(model, { allowLocalFile: true });
   const m = metadata as unknown as Record<string, unknown>;
@@ -64,5 +68,16 @@ export async function tokenizerFromGguf(model: string, dir: string): Promise<str
   };
   fs.mkdirSync(dir, { recursive: true });
   fs.writeFileSync(path.join(dir, 'tokenizer.json'), JSON.stringify(json));
+  const special: Record<string, string> = {};
+  for (const [key, name] of [
+    ['bos_token', 'bos'],
+    ['eos_token', 'eos'],
+    ['unk_token', 'unknown'],
+    ['pad_token', 'padding'],
+  ]) {
+    const id = m[`tokenizer.ggml.${name}_token_id`];
+    if (typeof id === 'number' && tokens[id] !== undefined) special[key] = tokens[id];
+  }
+  fs.writeFileSync(path.join(dir, 'tokenizer_config.json'), JSON.stringify(special));
   return dir;
 }

@@ -296,12 +296,16 @@ export interface StreamProgress {
   /** Content-bearing chunks received so far. */
   contentChunks: number;
   content: string;
+  /** Reasoning-bearing chunks (`delta.reasoning_content`) received so far, and their text. */
+  reasoningChunks: number;
+  reasoning: string;
 }
 
 /**
  * POSTs a streaming chat request and reads it event by event. `onContent` is awaited after each
- * content-bearing chunk, and reading pauses meanwhile: what the client has when it acts is exactly
- * `progress.content` (more bytes may already sit in socket buffers; they are read afterwards).
+ * content- or reasoning-bearing chunk, and reading pauses meanwhile: what the client has when it acts is exactly
+ * `progress.content` and `progress.reasoning` (more bytes may already sit in socket buffers; they are read
+ * afterwards).
  */
 export async function streamChat(
   url: string,
@@ -318,7 +322,7 @@ export async function streamChat(
   });
   let raw = '';
   let pending = '';
-  const progress: StreamProgress = { contentChunks: 0, content: '' };
+  const progress: StreamProgress = { contentChunks: 0, content: '', reasoningChunks: 0, reasoning: '' };
   let transportError: string | null = null;
   try {
     for await (const chunk of res.body) {
@@ -341,9 +345,16 @@ export async function streamChat(
           continue;
         }
         const piece = (j.choices ?? []).map((c: any) => c?.delta?.content ?? '').join('');
-        if (!piece) continue;
-        progress.contentChunks++;
-        progress.content += piece;
+        const thought = (j.choices ?? []).map((c: any) => c?.delta?.reasoning_content ?? '').join('');
+        if (!piece && !thought) continue;
+        if (piece) {
+          progress.contentChunks++;
+          progress.content += piece;
+        }
+        if (thought) {
+          progress.reasoningChunks++;
+          progress.reasoning += thought;
+        }
         if (onContent) await onContent({ ...progress });
       }
     }

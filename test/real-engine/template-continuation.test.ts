@@ -126,6 +126,12 @@ describeReal('a continuation through a real llama-server serving the published R
         problems.push(`cut ${k} (${phase}): leg 2 prompt ends ${JSON.stringify(p2.slice(-50))}`);
         continue;
       }
+      // The raw text the sidecar counts as leg 1's output (usage, leg 2's budget) is exactly what the engine's leg 2
+      // prompt continues from: not the generation prompt's `\n` the parser handed out as reasoning.
+      if (plan.design.raw !== continued)
+        problems.push(
+          `cut ${k} (${phase}): counted ${JSON.stringify(plan.design.raw.slice(0, 12))}…, the prompt continues ${JSON.stringify(continued.slice(0, 12))}…`,
+        );
       // The per-request check, against this engine.
       const verdict = await engineCheck({
         engine: 'llamacpp',

@@ -16,6 +16,7 @@ import { type LlamaReplica, locateAssets, type RealStack, startRealStack, startR
 const underOwnConfig = (globalThis as any).__REAL_ENGINE_SUITE__ === true;
 const located = underOwnConfig ? locateAssets() : { skip: 'runs only under test/real-engine/jest.config.js (npm run test:real-engine)' };
 const ROOT = path.resolve(__dirname, '..', '..', '..');
+const ASSISTANT_OPEN = '<|im_start|>assistant\n';
 
 const PROMPTS = [
   'Explain in two sentences why the sky is blue.',
@@ -76,7 +77,7 @@ if ('skip' in located) {
     beforeAll(async () => {
       dir = await tokenizerFromGguf(assets.model, fs.mkdtempSync(path.join(os.tmpdir(), 'smollm2-tokenizer-')));
       tok = loadModelTokenizer(dir);
-      replicas = await startReplicas(assets, 2);
+      replicas = await startReplicas(assets, 2, { extraArgs: ['--metrics'] });
       stack = await startRealStack(replicas, { STALL_IDLE_TIMEOUT_SECONDS: '3', TOKENIZER: dir });
     }, 300_000);
 
@@ -104,17 +105,30 @@ if ('skip' in located) {
       expect(differing).toEqual([]);
     });
 
-    test('a replica SIGKILLed mid-answer, TOKENIZER and no TOKENIZE_URL: usage counted in process, exact', async () => {
+    /** llama-server's own count of the tokens it generated so far (GET /metrics, `--metrics`). */
+    async function predicted(replica: LlamaReplica): Promise<number> {
+      const text = await (await fetch(`${replica.url}/metrics`)).text();
+      const line = text.split('\n').find((l) => l.startsWith('llamacpp:tokens_predicted_total '));
+      if (!line) throw new Error(`${replica.name} /metrics has no llamacpp:tokens_predicted_total`);
+      return Number(line.split(' ')[1]);
+    }
+
+    /**
+     * Streams PROMPTS[0] through `s`, SIGKILLs the serving replica after 20 content chunks, and holds the rescued usage
+     * to the engine's own numbers. Returns the usage and what the survivor saw.
+     */
+    async function killAndCount(s: RealStack, tag: string) {
       const req = body(PROMPTS[0]);
-      const greedy = await streamChat(stack.url, req, { 'x-request-id': newRequestId('tok-ref') });
+      const greedy = await streamChat(s.url, req, { 'x-request-id': newRequestId(`${tag}-ref`) });
       expectOneCompleteStream(greedy);
-      const id = newRequestId('tok-kill');
+      const id = newRequestId(tag);
       let killed: LlamaReplica | undefined;
       let killError: Error | undefined;
-      const r = await streamChat(stack.url, req, { 'x-request-id': id }, async (p) => {
+      const predictedBefore = await Promise.all(replicas.map(predicted));
+      const r = await streamChat(s.url, req, { 'x-request-id': id }, async (p) => {
         if (killed || killError || p.contentChunks < 20) return;
         try {
-          const active = await stack.activeRequestsByPort();
+          const active = await s.activeRequestsByPort();
           const serving = replicas.filter((rep) => (active.get(rep.port) ?? 0) > 0);
           if (serving.length !== 1) throw new Error(`expected one replica with rq_active > 0, got ${JSON.stringify([...active])}`);
           killed = serving[0];
@@ -128,15 +142,8 @@ if ('skip' in located) {
       const survivor = replicas.find((rep) => rep !== killed) as LlamaReplica;
       try {
         expectOneCompleteStream(r);
-        const end = await stack.waitForEnd(id, 30_000);
+        const end = await s.waitForEnd(id, 30_000);
         expect(end).toMatchObject({ outcome: 'completed-after-continuation', legs: 2, accounting: 'tokenizer' });
-        expect(r.usage.continuation).toEqual({
-          legs: 2,
-          recovered_tokens: expect.any(Number),
-          method: 'tokenizer',
-          dialect: null,
-          prompt: 'leg2-minus-prefix',
-        });
         expect(r.usage.prompt_tokens).toBe(greedy.usage.prompt_tokens);
         // +1: the end-of-turn token an answer that stops generates, as in the uninterrupted run.
         const stitched = (await engineCount(survivor, r.content)) + 1;
@@ -144,13 +151,83 @@ if ('skip' in located) {
         if (r.content === greedy.content)
           expect(Math.abs(r.usage.completion_tokens - greedy.usage.completion_tokens)).toBeLessThanOrEqual(1);
         // Leg 2's budget from the same count: max_tokens minus the engine's count of what leg 1 delivered.
-        const leg2 = stack.records({ request_id: id, decision: 'ATTEMPT' }).find((a) => a.leg === 2);
+        const leg2 = s.records({ request_id: id, decision: 'ATTEMPT' }).find((a) => a.leg === 2);
         expect(leg2.budget_remaining).toBe(req.max_tokens - r.usage.continuation.recovered_tokens);
+
+        // The engine's own numbers. What leg 1 delivered, as the survivor saw it: leg 2's prompt is the original
+        // conversation and an open assistant turn holding that text (the plain family: the text alone), and the
+        // survivor generated the rest of what the client got.
+        const slot = await survivor.lastTaskSlot();
+        expect(typeof slot?.prompt).toBe('string');
+        const at = slot.prompt.lastIndexOf(ASSISTANT_OPEN);
+        expect(at).toBeGreaterThan(0);
+        const delivered: string = slot.prompt.slice(at + ASSISTANT_OPEN.length);
+        expect(delivered.length).toBeGreaterThan(0);
+        expect(delivered + slot.generated).toBe(r.content);
+        // The recovered count is llama-server's /tokenize count of that text, and leg 2's budget the rest of
+        // max_tokens by that count (not by the sidecar's own number).
+        const deliveredTokens = await engineCount(survivor, delivered);
+        expect(r.usage.continuation.recovered_tokens).toBe(deliveredTokens);
+        expect(leg2.budget_remaining).toBe(req.max_tokens - deliveredTokens);
+        // completion_tokens: exactly the recovered text's count plus the tokens the survivor generated for leg 2
+        // (its /metrics counter; the end-of-turn token included, as in any completion_tokens).
+        const leg2Generated = (await predicted(survivor)) - predictedBefore[replicas.indexOf(survivor)];
+        expect(leg2Generated).toBeGreaterThan(0);
+        expect(r.usage.completion_tokens).toBe(deliveredTokens + leg2Generated);
+        // Re-tokenizing what leg 1 generated gives as many tokens as it generated: llama-server streams one token
+        // per chunk (whole characters here), and the delivered text is the client's first chunks. So when the
+        // stitched text is the uninterrupted one, the count is the uninterrupted run's, exactly.
+        const pieces: string[] = r.chunks.map((c) => c.choices?.[0]?.delta?.content ?? '').filter((t: string) => t !== '');
+        let leg1Chunks = 0;
+        for (let text = ''; text.length < delivered.length; leg1Chunks++) text += pieces[leg1Chunks];
+        expect(pieces.slice(0, leg1Chunks).join('')).toBe(delivered);
+        expect(deliveredTokens).toBe(leg1Chunks);
+        if (r.content === greedy.content) expect(r.usage.completion_tokens).toBe(greedy.usage.completion_tokens);
         process.stderr.write(
-          `[real-engine] TOKENIZER kill: usage ${JSON.stringify(r.usage)}; uninterrupted ${JSON.stringify(greedy.usage)}; engine count of the stitched text + 1 = ${stitched}\n`,
+          `[real-engine] TOKENIZER kill (${tag}): usage ${JSON.stringify(r.usage)}; uninterrupted ${JSON.stringify(greedy.usage)}; ` +
+            `engine: delivered ${deliveredTokens} tokens, leg 2 generated ${leg2Generated}, stitched text + 1 = ${stitched}; ` +
+            `stitched ${r.content === greedy.content ? '==' : '!='} uninterrupted\n`,
         );
+        return { r, greedy, end };
       } finally {
         if (killed && !killed.pid) await killed.start();
+      }
+    }
+
+    test('a replica SIGKILLed mid-answer, TOKENIZER and no TOKENIZE_URL: usage counted in process, exact', async () => {
+      const { r } = await killAndCount(stack, 'tok-kill');
+      expect(r.usage.continuation).toEqual({
+        legs: 2,
+        recovered_tokens: expect.any(Number),
+        method: 'tokenizer',
+        dialect: null,
+        prompt: 'leg2-minus-prefix',
+      });
+    });
+
+    test("TOKENIZER with CHAT_TEMPLATE=auto (SmolLM2's own template, GET /props): the prompt counted through the served template", async () => {
+      const templated = await startRealStack(replicas, { STALL_IDLE_TIMEOUT_SECONDS: '3', TOKENIZER: dir, CHAT_TEMPLATE: 'auto' });
+      try {
+        // `auto` reads GET /props through Envoy's egress, which starts after the sidecar (retried every 5 s).
+        const deadline = Date.now() + 30_000;
+        while (templated.records({ decision: 'TEMPLATE_LOADED' }).length === 0) {
+          if (Date.now() > deadline) throw new Error('CHAT_TEMPLATE=auto: no TEMPLATE_LOADED within 30 s');
+          await new Promise((res) => setTimeout(res, 100));
+        }
+        const { r, end } = await killAndCount(templated, 'tok-tpl-kill');
+        // Counted in process, the prompt as the served template renders it (not leg 2's prompt minus the prefix).
+        expect(r.usage.continuation).toEqual({
+          legs: 2,
+          recovered_tokens: expect.any(Number),
+          method: 'tokenizer',
+          dialect: null,
+          prompt: 'template',
+        });
+        expect(end).toMatchObject({ accounting: 'tokenizer', accounting_prompt: 'template' });
+        const attempt = templated.records({ request_id: end.request_id, decision: 'ATTEMPT' }).find((a) => a.leg === 2);
+        expect(attempt).toMatchObject({ verified_by: 'engine', engine_check: 'agrees' });
+      } finally {
+        await templated.stop();
       }
     });
   });

@@ -82,6 +82,32 @@ describe('the template path', () => {
     }
   });
 
+  it("llama.cpp: the raw text starts after the generation prompt's `\\n` its parser hands out as reasoning (what is counted)", () => {
+    // R1's prompt ends `<think>\n`; llama-server's parser reads it before the model's text, so a model that wrote
+    // "\nA: 10" is delivered "\n\nA: 10" (test/real-engine/template-path.test.ts).
+    const r1 = { continuationModel: 'my-org/private-reasoner', engine: 'llamacpp' as const, clock: sameDay };
+    const tpl = served('deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja');
+    const reasoning = design(designLeg2(body(), { reasoning: '\n\nA: 10', content: '' }, { ...r1, served: tpl }));
+    expect(reasoning).toMatchObject({ source: 'template', verifiedBy: 'engine', raw: '\nA: 10' });
+    expect(reasoning.prompt1?.endsWith('<think>\n')).toBe(true);
+    // The shapes still carry the parts as delivered: llama.cpp writes `<think>` + reasoning_content back.
+    expect(reasoning.candidates?.[0]).toEqual({ content: '', reasoning_content: '\n\nA: 10' });
+    const content = design(designLeg2(body(), { reasoning: '\n\nA: 10\n', content: '\n\nA: 6' }, { ...r1, served: tpl }));
+    expect(content.raw).toBe('\nA: 10\n</think>\n\nA: 6');
+    // The table entry for the checkpoint's own name, with the template or without: the same raw text.
+    for (const withTemplate of [tpl, undefined]) {
+      const table = { ...r1, continuationModel: 'deepseek-ai/DeepSeek-R1-Distill-Llama-8B', served: withTemplate };
+      const t = design(designLeg2(body(), { reasoning: '\n\nA: 10\n', content: '\n\nA: 6' }, table));
+      expect(t).toMatchObject({ source: 'table', raw: '\nA: 10\n</think>\n\nA: 6' });
+      expect(t.shape.message).toEqual({ content: '\n\nA: 6', reasoning_content: '\n\nA: 10\n' });
+    }
+    // A prompt that does not open the block has no such text: the delivered content is the raw text.
+    const plain = design(
+      designLeg2(body(), { reasoning: '', content: '\nThe' }, { ...r1, served: served('Qwen-Qwen2.5-7B-Instruct.jinja') }),
+    );
+    expect(plain.raw).toBe('\nThe');
+  });
+
   it('after a prompt that opens the block, content without reasoning or markers is refused (parser or none?)', () => {
     const d = designLeg2(body(), { reasoning: '', content: 'Let me' }, target('sglang', 'Qwen3.5-4B.jinja'));
     expect(d).toMatchObject({ reason: 'continuation-unverified', unsupported: 'raw-text-ambiguous' });
