@@ -35,7 +35,7 @@ export function familyTableMarkdown(): string {
       `| ${f.name} | \`${f.examples[0]}\` | ${f.proof} | ${ENGINES.map((e) => cell(f, e, f.engines[e])).join(' | ')} | ${verifiedHow(f)} |`,
   );
   const any = [
-    '| any other model, `CHAT_TEMPLATE` set | any name | the served template, rendered here | **reasoning + content** where the template path is exact [template-fidelity] | **where a final-message shape renders exactly** [template-fidelity] | **the shape the engine renders exactly** [real-engine] | template, engine |',
+    '| any other model, `CHAT_TEMPLATE` set | any name | the served template, rendered here | **reasoning + content** where the template path is exact [template-fidelity] | **where a final-message shape renders exactly** [template-fidelity] | **reasoning + content** (the shape llama-server\u2019s /apply-template renders exactly, checked per continuation) [real-engine] | template, engine |',
     '| any other model, no template | any name | nothing: the reference\u2019s `<think>` guess, warned at start | the guess | the guess | the guess | none |',
   ];
   return [...head, ...rows, ...any].join('\n');

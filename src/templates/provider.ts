@@ -158,7 +158,7 @@ export async function templateProvider(setting: string | undefined, o: TemplateP
   if (setting === undefined) return fixed(undefined);
   if (!isTemplateAuto(setting)) {
     const served = templateFromFiles(setting);
-    o.log.info({ decision: 'TEMPLATE_LOADED', origin: served.origin, sha256: served.sha256 }, 'chat template read');
+    logLoaded(o.log, served);
     return fixed(served);
   }
   if (o.engine === 'sglang') throw new ChatTemplateConfigError(AUTO_ON_SGLANG);
@@ -177,3 +177,17 @@ export async function templateProvider(setting: string | undefined, o: TemplateP
 
 /** For tests: the backoff's delays. */
 export const propsRetryDelay = EngineTemplate.delayAfter;
+
+/**
+ * TEMPLATE_LOADED for a file. A template that prints a special token no file beside it names (a bare `.jinja`)
+ * renders it empty where the engine prints its token: every continuation an engine check compares then ends
+ * explicitly, so that is a warning naming the tokens, not the template's text.
+ */
+function logLoaded(log: Logger, served: ServedTemplate): void {
+  const fields = { decision: 'TEMPLATE_LOADED', origin: served.origin, sha256: served.sha256 };
+  if (served.missingSpecial.length === 0) return void log.info(fields, 'chat template read');
+  log.warn(
+    { ...fields, missing_special_tokens: served.missingSpecial },
+    'chat template read, but it prints special tokens no file beside it names: mount it with its tokenizer_config.json (or the model directory), else continuations an engine check compares end explicitly',
+  );
+}

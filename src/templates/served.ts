@@ -12,7 +12,11 @@ export interface ServedTemplate {
   readonly origin: string;
   /** sha256 of the default template's text: the family table names the templates its entries were proven against. */
   readonly sha256: string | undefined;
+  /** Special tokens the templates print that no file gave a value (a `.jinja` mounted without its tokenizer_config.json). */
+  readonly missingSpecial: readonly string[];
 }
+
+const SPECIAL_NAMES = ['bos_token', 'eos_token', 'pad_token', 'unk_token'] as const;
 
 export function templateSha256(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
@@ -27,6 +31,9 @@ export function serveTemplates(texts: Readonly<Record<string, string>>, special:
     special: Object.freeze({ ...special }),
     origin,
     sha256: def === undefined ? undefined : templateSha256(def),
+    missingSpecial: Object.freeze(
+      SPECIAL_NAMES.filter((n) => special[n] === undefined && Object.values(texts).some((t) => new RegExp(`\\b${n}\\b`).test(t))),
+    ),
   });
 }
 

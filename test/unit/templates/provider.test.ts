@@ -2,8 +2,11 @@
 // llama-server does (chat_template, bos_token, eos_token beside the rest), or not yet: asked only on llama.cpp,
 // again with a bounded backoff until it answers, logged when it first does; never asked on vLLM (which serves no
 // template to read), refused on SGLang.
+import * as fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { createLogger } from '../../../src/obs/logger';
 import { ChatTemplateConfigError, propsRetryDelay, templateProvider } from '../../../src/templates/provider';
 import { captureLogs } from '../../support/log-capture';
@@ -121,5 +124,42 @@ describe('CHAT_TEMPLATE=auto', () => {
     await expect(
       templateProvider('auto', { engine: 'sglang', baseUrl: 'http://127.0.0.1:1', log: createLogger('silent') }),
     ).rejects.toThrow(/CHAT_TEMPLATE=auto cannot be used with CONTINUATION_ENGINE=sglang/);
+  });
+});
+
+describe('CHAT_TEMPLATE=<file>: TEMPLATE_LOADED', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'template-loaded-'));
+  });
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  async function loaded(setting: string) {
+    const capture = captureLogs();
+    const p = await templateProvider(setting, {
+      engine: 'llamacpp',
+      baseUrl: 'http://127.0.0.1:1',
+      log: createLogger('info', capture.sink),
+    });
+    p.stop();
+    return capture.records({ decision: 'TEMPLATE_LOADED' });
+  }
+
+  test('a bare .jinja that prints bos_token: a warning naming the missing token, never the template text', async () => {
+    const file = path.join(dir, 'bare.jinja');
+    fs.writeFileSync(file, PROPS.chat_template);
+    const [rec] = await loaded(file);
+    expect(rec).toMatchObject({ level: 'warn', missing_special_tokens: ['bos_token'] });
+    expect(JSON.stringify(rec)).not.toContain('m.content');
+  });
+
+  test('the same template beside its tokenizer_config.json: read, nothing missing', async () => {
+    const model = path.join(dir, 'model');
+    fs.mkdirSync(model);
+    fs.writeFileSync(path.join(model, 'chat_template.jinja'), PROPS.chat_template);
+    fs.writeFileSync(path.join(model, 'tokenizer_config.json'), JSON.stringify({ bos_token: '<s>', eos_token: '</s>' }));
+    const [rec] = await loaded(model);
+    expect(rec).toMatchObject({ level: 'info' });
+    expect(rec.missing_special_tokens).toBeUndefined();
   });
 });
