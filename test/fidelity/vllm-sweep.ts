@@ -18,6 +18,7 @@ export function vllmSweep(): void {
   let vllm: Harness;
   const summary: string[] = [];
   const seen = new Set<string>();
+  const total = { exact: 0, refused: 0, cells: 0, agree: 0 };
   beforeAll(() => {
     harness = Harness.start();
     vllm = Harness.start('vllm');
@@ -25,7 +26,10 @@ export function vllmSweep(): void {
   afterAll(async () => {
     await harness?.stop();
     await vllm?.stop();
-    console.log(`template sweep, vLLM's own code (exact / refused cuts; differences from the npm sweep):\n${summary.join('\n')}`);
+    const t = `${total.exact} exact, ${total.refused} refused; ${total.agree} of ${total.cells} cells as the npm sweep's, ${seen.size} listed differences`;
+    console.log(
+      `template sweep, vLLM's own code (exact / refused cuts; differences from the npm sweep):\n${summary.join('\n')}\n  all: ${t}`,
+    );
   });
 
   describe.each(templates.map((t) => [t.name, t] as const))('%s', (_name, t) => {
@@ -48,6 +52,8 @@ export function vllmSweep(): void {
           const npm = pinned.templates[t.name]?.[key];
           const listed = VLLM_OWN_DIFFERENCES[t.name]?.[key];
           if (listed) seen.add(`${t.name} | ${key}`);
+          total.cells++;
+          if (sameCell(r.verdict, npm)) total.agree++;
           if (sameCell(r.verdict, npm) && !listed) continue;
           if (listed && sameCell(r.verdict, listed.own) && !sameCell(r.verdict, npm)) continue;
           unexplained.push(
@@ -62,7 +68,11 @@ export function vllmSweep(): void {
           unexplained.push(`${t.name} | ${key}: listed as not split, but differs from the no-parser cell`);
       const n = (l: string) => Object.values(cells).reduce((a, v) => a + (v.reasoning + v.content).split(l).length - 1, 0);
       const differs = Object.keys(VLLM_OWN_DIFFERENCES[t.name] ?? {}).length;
-      summary.push(`  ${t.name} (${parserName}): ${n('E')} exact, ${n('R')} refused${differs ? `; ${differs} listed difference(s)` : ''}`);
+      total.exact += n('E');
+      total.refused += n('R');
+      summary.push(
+        `  ${t.name} (${parserName ?? 'refuses both conversations'}): ${n('E')} exact, ${n('R')} refused${differs ? `; ${differs} listed difference(s)` : ''}`,
+      );
       expect(drift).toEqual([]);
       expect(floorMisses(t, cells, ['vllm'])).toEqual([]);
       expect(unexplained).toEqual([]);
