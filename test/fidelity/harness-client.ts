@@ -41,8 +41,16 @@ export class Harness {
    */
   static start(kind: 'fidelity' | 'vllm' = 'fidelity'): Harness {
     const [deps, script] = kind === 'vllm' ? ['vllm-deps.sh', 'vllm_harness.py'] : ['fidelity-deps.sh', 'harness.py'];
+    // Both scripts read VENV_DIR as their own venv (and remove a venv there that is not theirs): the vLLM suite's
+    // VENV_DIR (scripts/test-vllm.sh) is vllm-deps.sh's alone; fidelity-deps.sh gets FIDELITY_VENV_DIR, if set.
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    if (kind === 'fidelity') {
+      delete env.VENV_DIR;
+      if (process.env.FIDELITY_VENV_DIR) env.VENV_DIR = process.env.FIDELITY_VENV_DIR;
+    }
     const py = execFileSync('bash', [path.join(ROOT, 'scripts', deps)], {
       encoding: 'utf8',
+      env,
       stdio: ['ignore', 'pipe', 'inherit'],
     })
       .trim()

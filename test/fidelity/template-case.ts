@@ -59,6 +59,11 @@ export interface CaseInput {
     readonly parser: string | undefined;
     readonly tokenizer: string;
     readonly addedTokens: readonly string[];
+    /**
+     * The template's markers have no vLLM parser (`<thinking>`): the prompts are still vLLM's, the split is our
+     * marker split, as in the npm sweep (test/fidelity/template-sweep.ts).
+     */
+    readonly markerSplit?: boolean;
   };
 }
 
@@ -122,12 +127,12 @@ export async function runTemplateCase(h: Harness, c: CaseInput): Promise<CaseRes
   );
   const tokens = rawTokens(out.text, [...(out.markers ?? []), ...(c.table?.markers ?? [])]);
   const sglangParser = c.table ? c.table.sglangParser : out.markers ? SGLANG_PARSER_FOR[out.markers[0]] : undefined;
-  const parserName =
-    c.parser === 'none' ? 'none' : c.engine === 'sglang' ? (sglangParser ?? 'marker-split') : 'marker-split (our reading of vLLM)';
+  const vllmParser = own && !own.markerSplit ? `${own.parser ?? 'none'} (vLLM's own)` : 'marker-split (our reading of vLLM)';
+  const parserName = c.parser === 'none' ? 'none' : c.engine === 'sglang' ? (sglangParser ?? 'marker-split') : vllmParser;
   const split = async (b: Record<string, unknown>, toks: string[], prompt: string): Promise<Split[]> => {
     // SGLang with separate_reasoning false streams the raw text (gpt-oss's leg 2; the gateway splits it).
     if (c.parser === 'none' || b.separate_reasoning === false) return toks.map((t) => ({ reasoning: '', content: t }));
-    if (own) {
+    if (own && !own.markerSplit) {
       if (!own.parser) return toks.map((t) => ({ reasoning: '', content: t }));
       const r = await own.harness.call({ op: 'vllm_split', parser: own.parser, chunks: toks, finish: true, ...ownJob(b) });
       if (!r.ok) throw new Error(`vllm_split: ${r.error}`);

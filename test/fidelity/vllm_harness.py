@@ -104,11 +104,17 @@ def _model_dir(name, special, added):
     # vocabulary): added as a special token, the way checkpoints declare theirs.
     next_id = max([v for v in tok["model"]["vocab"].values()] + [t["id"] for t in tok["added_tokens"]]) + 1
     known = {t["content"] for t in tok["added_tokens"]}
+    decoder = tok_config.get("added_tokens_decoder")
     for text in added:
         if text in known or text in tok["model"]["vocab"]:
             continue
-        tok["added_tokens"].append({"id": next_id, "content": text, "single_word": False, "lstrip": False,
-                                    "rstrip": False, "normalized": False, "special": True})
+        entry = {"content": text, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+                 "special": True}
+        tok["added_tokens"].append({"id": next_id, **entry})
+        # transformers 5 takes the added tokens from tokenizer_config.json's added_tokens_decoder when it has one
+        # (Qwen3's does): a token only in tokenizer.json is ignored there, and its text splits into ordinary tokens.
+        if decoder is not None:
+            decoder[str(next_id)] = entry
         next_id += 1
     for field in ("bos_token", "eos_token"):
         if field in special:

@@ -1,4 +1,4 @@
-// The vLLM suite: the family table's vLLM cells through vLLM 0.33.0's own renderer and reasoning parsers
+// The vLLM suite: the family table's and the template sweep's vLLM cells through vLLM 0.33.0's own renderer and reasoning parsers
 // (test/fidelity/vllm_harness.py, venv by scripts/vllm-deps.sh). A separate jest run, like the real-engine suite:
 // its first run installs about 3 GB of wheels. Run it with `npm run test:vllm` (scripts/test-vllm.sh).
 const path = require('node:path');

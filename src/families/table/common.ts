@@ -71,6 +71,17 @@ export const VLLM_NEEDS_TEMPLATE: EngineRule = unsupportedRule(
   [],
 );
 
+/**
+ * A checkpoint of which only llama.cpp's copy of the template is at hand, not compared with the published one
+ * (docs/checkpoint-templates.md: `unverified`): vLLM renders the final turn through the checkpoint's own.
+ */
+export const VLLM_UNVERIFIED_TEMPLATE: EngineRule = unsupportedRule(
+  'the final turn goes through the checkpoint\u2019s own template, of which only llama.cpp\u2019s copy is at hand, unverified: set CHAT_TEMPLATE, and leg 2 is rendered and verified',
+  [],
+);
+
+const NO_VLLM_RULE = { 'needs-template': VLLM_NEEDS_TEMPLATE, 'unverified-template': VLLM_UNVERIFIED_TEMPLATE } as const;
+
 /** A model without a reasoning format: its answer is the content, continued as it is. */
 export function plainFamily(o: {
   name: string;
@@ -79,7 +90,8 @@ export function plainFamily(o: {
   template: string;
   proof: string;
   provenTemplates: readonly string[];
-  vllm: 'trims' | 'as-sent' | 'needs-template';
+  /** needs-template: the template is not at hand; unverified-template: only llama.cpp's copy, not compared. */
+  vllm: 'trims' | 'as-sent' | 'needs-template' | 'unverified-template';
   vllmNote?: { refuse: (messages: readonly unknown[]) => boolean; note: string };
   llamacpp?: EngineRule;
 }): ModelFamily {
@@ -96,8 +108,8 @@ export function plainFamily(o: {
     engines: {
       sglang: sglangAppend(null),
       vllm:
-        o.vllm === 'needs-template'
-          ? VLLM_NEEDS_TEMPLATE
+        o.vllm === 'needs-template' || o.vllm === 'unverified-template'
+          ? NO_VLLM_RULE[o.vllm]
           : templateRule(
               ['content'],
               o.vllmNote?.note ??

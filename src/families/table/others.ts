@@ -10,7 +10,7 @@ import {
   sglangAppend,
   THINK,
   unsupportedRule,
-  VLLM_NEEDS_TEMPLATE,
+  VLLM_UNVERIFIED_TEMPLATE,
 } from './common';
 
 const HARMONY: ReasoningFormat = {
@@ -97,7 +97,7 @@ export const granite40 = plainFamily({
   template: 'ibm-granite-granite-4.0.jinja',
   proof: 'llama.cpp copy of granite-4.0 (not compared with a published copy)',
   provenTemplates: ['9524df67b77a7b25a2dfee898f75b316a157eb9d855b51e32aeac79d7c8a83ce'],
-  vllm: 'needs-template',
+  vllm: 'unverified-template',
 });
 
 export const granite41 = plainFamily({
@@ -107,7 +107,7 @@ export const granite41 = plainFamily({
   template: 'ibm-granite-granite-4.1.jinja',
   proof: 'llama.cpp copy of granite-4.1 (not compared with a published copy)',
   provenTemplates: ['fed2756d2d24e127b951dcf139d0b03ab7db8ef23a456128ebc9c2db4901d476'],
-  vllm: 'needs-template',
+  vllm: 'unverified-template',
 });
 
 /** Nemotron 3 Nano: the generation prompt opens `<think>\n` (enable_thinking, on by default). */
@@ -120,7 +120,7 @@ export const nemotron3Nano: ModelFamily = {
   proof: 'llama.cpp copy of NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 (not compared with a published copy)',
   reasoning: THINK(true),
   thinking: enableThinking,
-  engines: { sglang: sglangAppend(THINK(true)), vllm: VLLM_NEEDS_TEMPLATE, llamacpp: NOT_VERIFIED_ON_LLAMACPP },
+  engines: { sglang: sglangAppend(THINK(true)), vllm: VLLM_UNVERIFIED_TEMPLATE, llamacpp: NOT_VERIFIED_ON_LLAMACPP },
 };
 
 /**
