@@ -68,4 +68,5 @@ EXPOSE 50051 9090
 # No curl in slim images: node itself probes the admin endpoint.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "require('http').get('http://127.0.0.1:'+(process.env.ADMIN_PORT||9090)+'/healthz',r=>process.exit(r.statusCode===200?0:1)).on('error',()=>process.exit(1))"]
-CMD ["node", "dist/src/main.js"]
+# The V8 flags of src/config/node-flags.ts (a bounded young generation; test/unit/runtime.test.ts keeps them equal).
+CMD ["node", "--max-semi-space-size=16", "dist/src/main.js"]

@@ -35,10 +35,13 @@
 //                                                  sink in this process, which counts and discards them (Envoy's tracer off)
 //   --out DIR                  BENCH_OUT            default results/bench-<timestamp>
 //   --no-docs                  BENCH_NO_DOCS=1      do not copy the chart to docs/bench/latest.svg
+//                              BENCH_SIDECAR_NODE_FLAGS  the sidecar's node flags, space-separated (default: the
+//                                                  product's, src/config/node-flags.ts; `none` for none): an A/B
 import { type ChildProcess, execFileSync, fork } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { SIDECAR_NODE_FLAGS } from '../../src/config/node-flags';
 import { readTemplateFiles } from '../../src/templates/source';
 import { answerFor } from '../../tools/fake-engine/answer';
 import { planTemplateAnswer, templateModel } from '../../tools/fake-engine/template-model';
@@ -474,7 +477,7 @@ async function startGateway(enginePorts: number[], o: BenchOptions, g: GatewayOp
   const sink: OtlpSink | undefined = o.otel ? await startOtlpSink() : undefined;
   if (sink) env.OTEL_EXPORTER_OTLP_ENDPOINT = sink.url;
   const dist = g.dist ?? DIST;
-  const args = [...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []), path.join(dist, 'src/main.js')];
+  const args = [...(profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : []), ...sidecarNodeFlags(), path.join(dist, 'src/main.js')];
   const sidecar = spawnManaged(process.execPath, args, { name: 'sidecar', env, keepBytes: 50_000, onLine: g.onLine });
   await sidecar.waitForLine(/SIDECAR listening/, 20_000, 'SIDECAR listening');
   let envoy: RunningEnvoy;
@@ -1725,4 +1728,11 @@ if (require.main === module) {
       process.exit(1);
     },
   );
+}
+
+/** The sidecar's node flags: the product's, or BENCH_SIDECAR_NODE_FLAGS (`none`: none) for an A/B. */
+function sidecarNodeFlags(): readonly string[] {
+  const v = process.env.BENCH_SIDECAR_NODE_FLAGS?.trim();
+  if (v === undefined || v === '') return SIDECAR_NODE_FLAGS;
+  return v === 'none' ? [] : v.split(/\s+/);
 }

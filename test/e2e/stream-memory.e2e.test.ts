@@ -11,6 +11,7 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
+import { SIDECAR_NODE_FLAGS } from '../../src/config/node-flags';
 import { killTagged, PROC_TAG_VAR, taggedProcesses, waitUntilGone } from '../support/processes';
 
 const STREAM_MB = Number(process.env.STREAM_MEMORY_TEST_MB ?? 1024);
@@ -108,6 +109,9 @@ test(`a ${STREAM_MB} MB stream: the sidecar's RSS stays within ${RSS_RISE_BOUND_
   });
   const sidecar = taggedProcesses(tag).find((p) => p.cmd.startsWith(process.execPath) && p.cmd.includes(SIDECAR_MAIN));
   if (!sidecar) throw new Error(`no sidecar process among ${JSON.stringify(taggedProcesses(tag))}`);
+  // The sidecar as the image runs it: with the product's V8 flags (a bounded young generation; without it Node
+  // 24's RSS rose 108-204 MB here, src/config/node-flags.ts).
+  for (const flag of SIDECAR_NODE_FLAGS) expect(sidecar.cmd).toContain(flag);
 
   // A small request first (the first one warms up code paths), then the idle level.
   const body = JSON.stringify({ model: 'm', stream: true, messages: [{ role: 'user', content: 'hello' }] });

@@ -4,6 +4,7 @@
 // read by scripts/node24.sh, Node 22 pinned in scripts/node22.sh), and @types/node (the image's major).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { SIDECAR_NODE_FLAGS } from '../../src/config/node-flags';
 
 const ROOT = path.resolve(__dirname, '../../..');
 const read = (f: string) => fs.readFileSync(path.join(ROOT, f), 'utf8');
@@ -44,5 +45,10 @@ describe('the Node.js runtime', () => {
   });
   test('package-lock.json states the same engines', () => {
     expect(JSON.parse(read('package-lock.json')).packages[''].engines).toEqual(pkg.engines);
+  });
+  test("the sidecar starts with src/config/node-flags.ts's V8 flags: the image's CMD and npm run sidecar", () => {
+    const cmd = /^CMD (\[.*"dist\/src\/main\.js"\])$/m.exec(read('Dockerfile'))?.[1];
+    expect(cmd && JSON.parse(cmd)).toEqual(['node', ...SIDECAR_NODE_FLAGS, 'dist/src/main.js']);
+    expect(pkg.scripts.sidecar).toBe(['node', ...SIDECAR_NODE_FLAGS, 'dist/src/main.js'].join(' '));
   });
 });

@@ -19,6 +19,7 @@
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
+import { SIDECAR_NODE_FLAGS } from '../../src/config/node-flags';
 import { selectFamily } from '../../src/families/select';
 import { ensureEnvoy } from './envoy-binary';
 import { describeExit, type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from './envoy-process';
@@ -135,8 +136,9 @@ async function main(): Promise<number> {
     childEnv: NodeJS.ProcessEnv,
     critical = true,
     stopGraceMs?: number,
+    nodeFlags: readonly string[] = [],
   ): ManagedChild => {
-    const c = spawnManaged(process.execPath, [script, ...args], { name, env: childEnv, onLine: prefixed(name), stopGraceMs });
+    const c = spawnManaged(process.execPath, [...nodeFlags, script, ...args], { name, env: childEnv, onLine: prefixed(name), stopGraceMs });
     st.children.push(c);
     if (critical) watch(name, c.exited);
     // A demo replica is meant to be killed (that is what the demo shows): the stack keeps running.
@@ -238,7 +240,7 @@ async function main(): Promise<number> {
     if (envoy.continuationEgressUrl !== undefined) sidecarEnv.CONTINUATION_URL = envoy.continuationEgressUrl;
     else delete sidecarEnv.CONTINUATION_URL;
     // Its drain deadline, then its own hard exit (+5 s, src/main.ts), then SIGKILL to its process group.
-    const sidecar = spawnNode('sidecar', sidecarMain, [], sidecarEnv, true, drainTimeoutMs + 7000);
+    const sidecar = spawnNode('sidecar', sidecarMain, [], sidecarEnv, true, drainTimeoutMs + 7000, SIDECAR_NODE_FLAGS);
     const sm = await guard(
       sidecar.waitForLine(/^SIDECAR listening (\d+)(?: admin (-?\d+))?/, startTimeoutMs, 'its `SIDECAR listening <port>` line'),
     );
