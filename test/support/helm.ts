@@ -1,11 +1,12 @@
 // The Helm CLI for the chart gates (test/unit/deploy/helm-gates.test.ts, test/unit/deploy/helm-chart.test.ts): built from its Go
 // module by scripts/build-helm.sh and cached (~/.cache/continuation-gateway/helm/); without a Go toolchain or the
 // module proxy the suites skip, saying so.
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { repoRoot } from '../../tools/stack/envoy-config';
+import { provisionGoTool } from './go-tool';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 
@@ -14,17 +15,8 @@ export const CHART = path.join(ROOT, 'deploy', 'helm', 'continuation-gateway');
 
 /** scripts/build-helm.sh: the cached binary, or why there is none (exit 3: no Go, no module proxy). */
 export function provisionHelm(): { helm?: string; skip?: string } {
-  try {
-    const out = execFileSync('bash', [path.join(ROOT, 'scripts', 'build-helm.sh')], {
-      encoding: 'utf8',
-      timeout: 900_000,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    return { helm: out.trim().split('\n').pop() };
-  } catch (e: any) {
-    if (e.status === 3) return { skip: String(e.stderr ?? '').trim() || 'scripts/build-helm.sh: no Go toolchain or module proxy' };
-    throw e;
-  }
+  const { bin, skip } = provisionGoTool(ROOT, 'build-helm.sh', 900_000);
+  return { helm: bin, skip };
 }
 
 export interface Run {

@@ -3,25 +3,16 @@
 // 127.0.0.1:0 (it logs the ports it bound),
 // its debug exporter's detailed text parsed back into spans (the same shape as otlp-receiver.ts's). What the
 // Collector prints is what it decoded from the exporters' protobuf: a span the Collector rejects never shows.
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { provisionGoTool } from './go-tool';
 import type { ReceivedSpan } from './otlp-receiver';
 
 /** scripts/build-otelcol.sh: the cached binary, or why there is none (exit 3: no Go, no module proxy). */
 export function provisionCollector(root: string): { bin?: string; skip?: string } {
-  try {
-    const out = execFileSync('bash', [path.join(root, 'scripts', 'build-otelcol.sh')], {
-      encoding: 'utf8',
-      timeout: 1_200_000,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    return { bin: out.trim().split('\n').pop() };
-  } catch (e: any) {
-    if (e.status === 3) return { skip: String(e.stderr ?? '').trim() || 'scripts/build-otelcol.sh: no Go toolchain or module proxy' };
-    throw e;
-  }
+  return provisionGoTool(root, 'build-otelcol.sh', 1_200_000);
 }
 
 export interface Collector {

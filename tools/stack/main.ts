@@ -2,7 +2,7 @@
 //
 //   [fake engines replica-a, replica-b]  (only without DOWNSTREAM_URL)
 //   Envoy    generated bootstrap           front listener on LISTEN_PORT; ext_proc endpoint from a file, below
-//   sidecar  node dist/src/main.js        PORT=0 (it names its port), DOWNSTREAM_URL=<Envoy egress>
+//   sidecar  node <SIDECAR_NODE_FLAGS> dist/src/main.js  PORT=0 (it names its port), DOWNSTREAM_URL=<Envoy egress>
 //
 // stdout carries exactly one line, `READY http://127.0.0.1:<LISTEN_PORT>`, once Envoy is ready and the sidecar
 // is seen healthy; everything else (ours and the children's output: `[name] line` on a terminal, one JSON object

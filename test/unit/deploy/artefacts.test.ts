@@ -6,6 +6,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseAllDocuments } from 'yaml';
+import { SIDECAR_NODE_FLAGS } from '../../../src/config/node-flags';
 import { ensureEnvoy } from '../../../tools/stack/envoy-binary';
 import { repoRoot } from '../../../tools/stack/envoy-config';
 
@@ -389,7 +390,7 @@ describe('Dockerfile', () => {
     expect(runtime).toMatch(/^USER (?!0|root)\S+/m);
     expect(runtime).toMatch(/^EXPOSE 50051 9090$/m);
     expect(runtime).toMatch(/^HEALTHCHECK .*\\\n\s+CMD \["node", "-e", ".*\/healthz/m);
-    expect(runtime).toMatch(/^CMD \["node", "dist\/src\/main\.js"\]$/m);
+    expect(runtime).toMatch(/^CMD \["node", "--max-semi-space-size=16", "dist\/src\/main\.js"\]$/m); // src/config/node-flags.ts
     // The product image copies the product alone; the fake engine is the demo stage's.
     expect(runtime.match(/^COPY .*$/gm)).toEqual([
       'COPY package.json package-lock.json ./',
@@ -421,8 +422,8 @@ describe('Dockerfile', () => {
     expect(rc).toBe(1);
   });
 
-  test('the entry command `node dist/src/main.js` starts the sidecar', async () => {
-    const p = spawn(process.execPath, ['dist/src/main.js'], {
+  test("the image's entry command (node, the sidecar's V8 flags, dist/src/main.js) starts the sidecar", async () => {
+    const p = spawn(process.execPath, [...SIDECAR_NODE_FLAGS, 'dist/src/main.js'], {
       cwd: ROOT,
       env: {
         PATH: process.env.PATH,

@@ -5,11 +5,11 @@
 // dashboard query parses as PromQL once Grafana's variables are filled in. The metric names themselves are
 // checked against a live stack by test/e2e/monitoring.e2e.test.ts; the chart's PrometheusRule is alerts.yaml
 // (test/unit/deploy/helm-monitoring.test.ts). Without a Go toolchain or the module proxy this file skips, saying so.
-import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parse, stringify } from 'yaml';
+import { provisionGoTool } from '../../support/go-tool';
 import { ROOT, run } from '../../support/helm';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
@@ -17,17 +17,8 @@ import { ROOT, run } from '../../support/helm';
 const MONITORING = path.join(ROOT, 'deploy', 'monitoring');
 
 function provisionPromtool(): { promtool?: string; skip?: string } {
-  try {
-    const out = execFileSync('bash', [path.join(ROOT, 'scripts', 'build-promtool.sh')], {
-      encoding: 'utf8',
-      timeout: 1_800_000,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    return { promtool: out.trim().split('\n').pop() };
-  } catch (e: any) {
-    if (e.status === 3) return { skip: String(e.stderr ?? '').trim() || 'scripts/build-promtool.sh: no Go toolchain or module proxy' };
-    throw e;
-  }
+  const { bin, skip } = provisionGoTool(ROOT, 'build-promtool.sh', 1_800_000);
+  return { promtool: bin, skip };
 }
 
 const provisioned = provisionPromtool();
