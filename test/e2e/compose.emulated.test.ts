@@ -13,6 +13,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parse } from 'yaml';
+import { SIDECAR_NODE_FLAGS } from '../../src/config/node-flags';
 import { repoRoot } from '../../tools/stack/envoy-config';
 import { chatBody, newRequestId, postChat } from '../support/client';
 import { buildImage, defaultTarget, imageFiles, type RuntimeImage } from '../support/emulation/image';
@@ -151,7 +152,7 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
   }, 30_000);
 
   test('every service runs as compose would start it; the processes of the image run as a non-root uid', () => {
-    expect(specs.get('sidecar')!.argv.slice(1)).toEqual(['dist/src/main.js']); // the image's CMD
+    expect(specs.get('sidecar')!.argv.slice(1)).toEqual([...SIDECAR_NODE_FLAGS, 'dist/src/main.js']); // the image's CMD
     expect(specs.get('sidecar')!.env).toMatchObject({ NODE_ENV: 'production', DOWNSTREAM_URL: 'http://127.0.0.1:10001' });
     if (canSwitchUid()) for (const n of ['sidecar', 'replica-a', 'replica-b']) expect(specs.get(n)!.uid).toBe(1000);
     // The sidecar runs the product image (the default target), the replicas the demo image.
