@@ -23,6 +23,20 @@ export async function engineSawAbort(stack: TestStack, requestId: string, index:
   }
 }
 
+/**
+ * When the engine saw leg `index` of a request close, polled: the client can finish reading leg 2 before the
+ * replica's socket reports leg 1's close (both in this process's event loop; a gpt-oss stall at its last token
+ * failed a Node 24 CI run so). Undefined when it never closed within the timeout.
+ */
+export async function engineClosedAt(stack: TestStack, requestId: string, index: number, timeoutMs = 5000): Promise<number | undefined> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const at = seenFor(stack, requestId)[index]?.closedAt;
+    if (at !== undefined || Date.now() > until) return at;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 /** The same request without any fault, through the same stack: the reference answer. */
 export async function uninterrupted(stack: TestStack, body: unknown, headers: Record<string, string> = {}): Promise<ClientResult> {
   const clean = { ...headers };

@@ -18,7 +18,7 @@ import type { Dialect, TokenizerDialect } from '../../../tools/fake-engine/serve
 import { tokenize } from '../../../tools/fake-engine/tokens';
 import { type ClientResult, chatBody, newRequestId, postChat } from '../../support/client';
 import { startTestStack, type TestStack } from '../../support/stack';
-import { expectInterruption, expectOneCompleteStream, seenFor, uninterrupted } from '../helpers';
+import { engineClosedAt, expectInterruption, expectOneCompleteStream, seenFor, uninterrupted } from '../helpers';
 
 export const FAULT_KINDS = ['crash', 'fin', 'eof', 'stall', 'error', 'abort', 'done'] as const;
 const REASONING = 20;
@@ -148,7 +148,7 @@ export function faultMatrix(dialect: Dialect, family: string, tokenizer: Tokeniz
           expect(seen.map((s) => s.continuation)).toEqual(delivered ? [false, true] : [false, false]);
           // Never two attempts streaming at once: the gateway aborts (fences) the first before it sends the
           // second; the replica observes the abort after it crossed Envoy, a few ms later at most.
-          expect(seen[0].closedAt ?? Infinity).toBeLessThanOrEqual(seen[1].startedAt + FENCE_SLACK_MS);
+          expect((await engineClosedAt(stack, id, 0)) ?? Infinity).toBeLessThanOrEqual(seen[1].startedAt + FENCE_SLACK_MS);
           if (delivered) {
             // Leg 2's budget (max_tokens minus the counted delivered tokens) is exactly what it had left to
             // write, plus the one token of slack the body gives (the fake engine counts no end-of-turn token).
