@@ -1,14 +1,39 @@
 // The sidecar process: validate configuration (one clear line per bad variable, exit 2), start the ext_proc
 // server, print `SIDECAR listening <port> admin <admin port>` for whoever supervises us. SIGTERM drains (health NOT_SERVING,
 // new requests passed through, streams in flight finish within DRAIN_TIMEOUT_SECONDS) and exits; SIGINT, or a
-// second signal, closes at once.
+// second signal during the drain, ends every open stream at once with the interruption event and exits; a
+// signal after that exits at once (src/lifecycle/stop-ladder.ts).
 
 import { runPrimary } from './cluster/primary';
 import { isClusterWorker, serveAsWorker, workerAdmission } from './cluster/worker';
 import { CONFIG_VARIABLES, ConfigError, type GatewayConfig, loadConfig } from './config/env';
 import { nearMisses } from './config/unknown-vars';
-import { createLogger } from './obs/logger';
-import { startSidecar } from './sidecar';
+import { nextStopLevel, type StopLevel } from './lifecycle/stop-ladder';
+import { createLogger, type Logger } from './obs/logger';
+import { SHUTDOWN_GRACE_MS, type Sidecar, startSidecar } from './sidecar';
+
+/** A stop that has not ended the process by its own deadline plus this does (a wedged close). */
+const EXIT_SLACK_MS = 5000;
+
+/** Acts on each step of the stop ladder (src/lifecycle/stop-ladder.ts); the process exits when it is done. */
+function stopper(sidecar: Sidecar, config: GatewayConfig, log: Logger): (level: StopLevel) => void {
+  const exit = (): void => {
+    log.flush();
+    process.exit(0);
+  };
+  return (level) => {
+    if (level === 'draining') {
+      void sidecar.drain(config.drainTimeoutMs).then(exit, exit);
+      setTimeout(exit, config.drainTimeoutMs + EXIT_SLACK_MS).unref();
+    } else if (level === 'stopping-now') {
+      void sidecar.stopNow().then(exit, exit);
+      setTimeout(exit, SHUTDOWN_GRACE_MS + EXIT_SLACK_MS).unref();
+    } else if (level === 'exiting') {
+      void sidecar.close(1000).finally(exit);
+      setTimeout(exit, 1500).unref();
+    }
+  };
+}
 
 async function main(): Promise<void> {
   let config: GatewayConfig;
@@ -41,27 +66,22 @@ async function main(): Promise<void> {
     admin: !worker,
     admission: worker ? workerAdmission : undefined,
   });
-  if (worker) serveAsWorker(sidecar);
-  let stopping = false;
-  const stop = (signal: string) => {
-    const drain = signal === 'SIGTERM' && !stopping;
-    const second = stopping;
-    stopping = true;
-    log.info({ signal, drain, drain_timeout_ms: drain ? config.drainTimeoutMs : 0 }, 'stopping');
-    const exit = () => {
-      log.flush();
-      process.exit(0);
+  const stop = stopper(sidecar, config, log);
+  if (worker) {
+    // Driven by the primary only: a signal sent to the whole process group reaches every worker too, and the
+    // primary passes the stop on, so the worker's own copy is ignored (it never counts twice).
+    serveAsWorker(sidecar, (level) => stop(level));
+    for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => undefined);
+  } else {
+    let level: StopLevel = 'running';
+    const onSignal = (signal: NodeJS.Signals): void => {
+      level = nextStopLevel(level, signal);
+      log.info({ signal, stop: level, drain_timeout_ms: level === 'draining' ? config.drainTimeoutMs : 0 }, 'stopping');
+      stop(level);
     };
-    if (second) {
-      void sidecar.close(1000).finally(exit);
-      setTimeout(exit, 1500).unref();
-      return;
-    }
-    void (drain ? sidecar.drain(config.drainTimeoutMs) : sidecar.close()).then(exit, exit);
-    setTimeout(exit, (drain ? config.drainTimeoutMs : 0) + 5000).unref();
-  };
-  process.on('SIGINT', () => stop('SIGINT'));
-  process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  }
   // Announced once the signal handlers are in place: a supervisor that sends SIGTERM as soon as it reads this
   // line gets a drain, not Node's default exit (seen in test/unit/obs/tracing.test.ts).
   if (!worker) process.stdout.write(`SIDECAR listening ${sidecar.port} admin ${sidecar.adminPort}\n`);

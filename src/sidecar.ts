@@ -10,7 +10,7 @@ import type { GatewayConfig } from './config/env';
 import { HealthStatus } from './extproc/health';
 import { logFamily } from './families/startup-log';
 import { abandonStart, closeOnce, type StartedParts } from './lifecycle/close';
-import { drainOnce } from './lifecycle/drain';
+import { drainOnce, stopNowOnce } from './lifecycle/drain';
 import { listenExtProc } from './lifecycle/extproc-server';
 import { type AdmissionSource, buildGatewayContext } from './lifecycle/gateway-context';
 import { startAdminServer } from './obs/admin-server';
@@ -31,6 +31,11 @@ export interface Sidecar {
    * timeoutMs for the originated streams in flight to end, then closes. Idempotent.
    */
   drain(timeoutMs: number): Promise<void>;
+  /**
+   * Stops now (SIGINT, or a signal during the drain): new requests passed through, every originated stream
+   * ends at once with the interruption event (or before its first delta a 503), then closes. Idempotent.
+   */
+  stopNow(): Promise<void>;
   /** Closes now: gRPC calls get graceMs to end (0 = as long as they take), then are cancelled. */
   close(graceMs?: number): Promise<void>;
 }
@@ -102,6 +107,7 @@ export async function startSidecar(config: GatewayConfig, log: Logger, opts: Sid
       return ctx.drain.draining;
     },
     drain,
+    stopNow: stopNowOnce({ ctx, health, close }),
     close: (graceMs?: number) => close(graceMs),
   };
 }

@@ -8,5 +8,8 @@ export type MetricJson = Awaited<ReturnType<Registry['getMetricsAsJSON']>>[numbe
 /** Worker -> primary: listening, an answer to `metrics?`, or a recovery admission request. */
 export type ToPrimary = { type: 'ready'; port: number } | { type: 'metrics'; id: number; json: MetricJson[] } | AdmissionRequestMessage;
 
-/** Primary -> worker: a metrics request, or recovery admission's answer or quiet state. */
-export type ToWorker = { type: 'metrics?'; id: number } | AdmissionToWorker;
+/**
+ * Primary -> worker: a metrics request, recovery admission's answer or quiet state, or a stop (workers ignore
+ * signals: a signal sent to the whole process group would otherwise reach them twice, from it and from us).
+ */
+export type ToWorker = { type: 'metrics?'; id: number } | { type: 'stop'; level: 'draining' | 'stopping-now' } | AdmissionToWorker;

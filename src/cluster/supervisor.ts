@@ -2,6 +2,7 @@
 // then all stop), and stopped on a signal, with a deadline past which the ones still running are killed.
 import cluster, { type Worker } from 'node:cluster';
 import type { GatewayConfig } from '../config/env';
+import { nextStopLevel, type StopLevel } from '../lifecycle/stop-ladder';
 import type { Logger } from '../obs/logger';
 import type { AdmissionHub } from '../recovery/admission-cluster';
 import type { ToPrimary, ToWorker } from './messages';
@@ -19,6 +20,7 @@ export class WorkerSupervisor {
   private readonly ready = new Map<number, number>();
   private deaths: number[] = [];
   private draining = false;
+  private level: StopLevel = 'running';
   /** A worker could not start, died too often or outlived the drain deadline: the primary's exit code is 1. */
   private failed = false;
   private announced = false;
@@ -48,13 +50,25 @@ export class WorkerSupervisor {
     for (let i = 0; i < this.config.workers; i++) this.fork();
   }
 
-  /** A signal: the workers get it (and drain); a second signal kills them. Exits when the last one has. */
+  /**
+   * A signal, one step of the stop ladder (src/lifecycle/stop-ladder.ts): the workers are told over IPC to
+   * drain or to stop now (they ignore signals, so one sent to the whole group counts once); past that they
+   * are killed. Exits when the last one has.
+   */
   stop(signal: NodeJS.Signals): void {
-    const second = this.draining;
+    const first = !this.draining;
     this.draining = true;
-    this.log.info({ signal, workers: this.live.size }, second ? 'stopping now' : 'stopping: workers drain');
-    for (const w of this.live) w.process.kill(second ? 'SIGKILL' : signal);
-    if (second) return;
+    this.level = nextStopLevel(this.level, signal);
+    const level = this.level;
+    this.log.info(
+      { signal, stop: level, workers: this.live.size },
+      level === 'draining' ? 'stopping: workers drain' : `stopping: ${level}`,
+    );
+    for (const w of this.live) {
+      if ((level === 'draining' || level === 'stopping-now') && w.isConnected()) w.send({ type: 'stop', level } satisfies ToWorker);
+      else w.process.kill('SIGKILL');
+    }
+    if (!first || level === 'exiting') return;
     if (this.live.size === 0) return this.hooks.finish(this.failed ? 1 : 0);
     // A drain deadline always ends the process, even with a worker that does not end on its own.
     setTimeout(() => this.killWedged(), workerKillDelayMs(signal, this.config.drainTimeoutMs)).unref();

@@ -14,11 +14,15 @@ export function workerAdmission(streams: { readonly active: number }): RecoveryA
   return remoteAdmission;
 }
 
-/** In a worker: report readiness and answer the primary's metrics requests and admission answers. */
-export function serveAsWorker(sidecar: Sidecar): void {
+/**
+ * In a worker: report readiness, answer the primary's metrics requests and admission answers, and stop when
+ * the primary says so (`onStop`; the worker's own SIGINT/SIGTERM are ignored, src/main.ts).
+ */
+export function serveAsWorker(sidecar: Sidecar, onStop: (level: 'draining' | 'stopping-now') => void): void {
   process.send?.({ type: 'ready', port: sidecar.port } satisfies ToPrimary);
   process.on('message', (m: ToWorker) => {
     if (m?.type === 'admission') return remoteAdmission?.receive(m);
+    if (m?.type === 'stop') return onStop(m.level);
     if (m?.type !== 'metrics?') return;
     void sidecar.ctx.metrics.registry
       .getMetricsAsJSON()

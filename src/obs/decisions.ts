@@ -47,6 +47,7 @@ export const DECISIONS = [
   'DRAIN',
   'DRAINED',
   'DRAIN_TIMEOUT',
+  'STOP_NOW',
 ] as const;
 
 export type Decision = (typeof DECISIONS)[number];
