@@ -21,7 +21,7 @@ let stderr = '';
 const BODY = { model: 'demo', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'hello' }] };
 const FAST = { 'x-fake-token-ms': '5' };
 
-/** The stack's stderr, piped (not a terminal): one JSON object per line, each with its `source`. */
+/** The stack's stderr, piped (not a terminal): one JSON object per line, each with its `process`. */
 function stderrRecords(): any[] {
   // The last piece may be a line still being written: only complete lines.
   return stderr
@@ -30,9 +30,9 @@ function stderrRecords(): any[] {
     .map((line) => JSON.parse(line));
 }
 
-/** The sidecar's JSON log records, from the stack's stderr (`{"source":"sidecar",...}`). */
+/** The sidecar's JSON log records, from the stack's stderr (`{"process":"sidecar",...}`). */
 function sidecarRecords(filter: Record<string, unknown>): any[] {
-  return stderrRecords().filter((r) => r.source === 'sidecar' && Object.entries(filter).every(([k, v]) => r[k] === v));
+  return stderrRecords().filter((r) => r.process === 'sidecar' && Object.entries(filter).every(([k, v]) => r[k] === v));
 }
 
 async function until<T>(what: string, fn: () => T | undefined, ms = 10_000): Promise<T> {
@@ -83,10 +83,10 @@ afterAll(async () => {
 
 test('the demo wires TOKENIZE_URL to the egress listener', () => {
   // Piped, every stderr line is a JSON object (npm run demo 2>&1 | jq): the stack's own and the children's.
-  const sources = new Set(stderrRecords().map((r) => r.source));
+  const sources = new Set(stderrRecords().map((r) => r.process));
   expect(['stack', 'sidecar'].filter((x) => !sources.has(x))).toEqual([]);
   expect(
-    stderrRecords().find((r) => r.source === 'stack' && /^demo: TOKENIZE_URL=http:\/\/127\.0\.0\.1:\d+\/tokenize /.test(r.msg)),
+    stderrRecords().find((r) => r.process === 'stack' && /^demo: TOKENIZE_URL=http:\/\/127\.0\.0\.1:\d+\/tokenize /.test(r.msg)),
   ).toBeDefined();
 });
 

@@ -118,6 +118,11 @@ export interface RunningEnvoy {
   setExtProcEndpoint(host: string, port: number): void;
   /** Waits until the ext_proc host is healthy (before that Envoy bypasses the sidecar). */
   waitForExtProcHealthy(timeoutMs: number): Promise<void>;
+  /**
+   * Waits (at most timeoutMs) until the front listener has no request in flight: before a stop, so that a
+   * stream the sidecar has just ended reaches its client whole. Resolves either way.
+   */
+  waitForIdle(timeoutMs: number): Promise<void>;
 }
 
 export interface StartEnvoyOptions extends Omit<EnvoyConfigOptions, 'extProcHost' | 'extProcPort' | 'extProcEndpointsFile'> {
@@ -200,14 +205,23 @@ export async function startEnvoy(o: StartEnvoyOptions): Promise<RunningEnvoy> {
     '1',
   ];
 
-  const proc = spawnManaged(bin, args, { name: 'envoy', cwd: workdir, onLine: o.onLine });
+  // The folder made here is removed however this process ends: by stop(), by the exit hook below (an exit
+  // without stop(): a second signal, an uncaught error), or by Envoy's watchdog when this process was killed.
+  const proc = spawnManaged(bin, args, {
+    name: 'envoy',
+    cwd: workdir,
+    onLine: o.onLine,
+    ...(ownWorkdir ? { watchdogRemoves: workdir } : {}),
+  });
   const cleanup = (): void => {
+    process.removeListener('exit', cleanup);
     if (ownWorkdir) fs.rmSync(workdir, { recursive: true, force: true });
     else {
       for (const f of [configFile, adminAddressFile]) fs.rmSync(f, { force: true });
       if (edsDir) fs.rmSync(edsDir, { recursive: true, force: true });
     }
   };
+  process.on('exit', cleanup);
   const stop = async (): Promise<void> => {
     await proc.stop();
     cleanup();
@@ -318,7 +332,21 @@ export async function startEnvoy(o: StartEnvoyOptions): Promise<RunningEnvoy> {
       writeEds({ host, port });
     },
     waitForExtProcHealthy: (budgetMs: number) => waitHealthy(budgetMs, false),
+    waitForIdle: (budgetMs: number) => waitForFrontIdle(adminUrl, budgetMs),
   };
+}
+
+/** http.front.downstream_rq_active from admin /stats, 0 at most `timeoutMs` from now (or Envoy gone). */
+async function waitForFrontIdle(adminUrl: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const active = await httpGet(`${adminUrl}/stats?filter=${encodeURIComponent('^http\\.front\\.downstream_rq_active$')}`, 1000).then(
+      (r) => Number(/downstream_rq_active: (\d+)/.exec(r.body)?.[1] ?? 0),
+      () => 0,
+    );
+    if (active === 0) return;
+    await sleep(50);
+  }
 }
 
 let startCount = 0;

@@ -4,27 +4,36 @@
 //   Envoy    generated bootstrap           front listener on LISTEN_PORT; ext_proc endpoint from a file, below
 //   sidecar  node <SIDECAR_NODE_FLAGS> dist/src/main.js  PORT=0 (it names its port), DOWNSTREAM_URL=<Envoy egress>
 //
-// stdout carries exactly one line, `READY http://127.0.0.1:<LISTEN_PORT>`, once Envoy is ready and the sidecar
-// is seen healthy; everything else (ours and the children's output: `[name] line` on a terminal, one JSON object
-// per line otherwise, tools/stack/log-lines.ts) goes to stderr, including a
-// `ports:` line. Every port not set explicitly is ephemeral and bound by the process that listens on it
-// (port 0; nothing is picked free first), so that stacks can run side by side and back to back (the
-// sidecar's own defaults, 50051 and 9090, are for deployments).
+// stdout carries two lines once Envoy is ready and the sidecar is seen healthy: `READY http://127.0.0.1:<LISTEN_PORT>`,
+// then `ADMIN http://127.0.0.1:<sidecar admin port>` (its /metrics, /readyz); everything else (ours and the
+// children's output: `[name] line` on a terminal, one JSON object per line otherwise, tools/stack/log-lines.ts)
+// goes to stderr, including a `ports:` line. Every port not set explicitly is ephemeral and bound by the process
+// that listens on it (port 0; nothing is picked free first), so that stacks can run side by side and back to
+// back (the sidecar's own defaults, 50051 and 9090, are for deployments).
 //
-// Stopping: SIGTERM (or SIGHUP: the terminal closed) lets the sidecar drain first, Envoy and the engines still
-// serving, for DRAIN_TIMEOUT_SECONDS at most, then stops Envoy and the engines; SIGINT stops everything at
-// once; a second signal SIGKILLs everything. Exit 0, or 1 when a child died on its own (the rest is stopped).
-// When this process is killed outright, each child's watchdog ends it (tools/stack/envoy-process.ts).
+// Stopping, one step per signal (src/lifecycle/stop-ladder.ts): SIGTERM (or SIGHUP) lets the sidecar drain
+// first, Envoy and the engines still serving, for DRAIN_TIMEOUT_SECONDS at most, then stops Envoy and the
+// engines; SIGINT (or a signal during the drain) has the sidecar end every open stream at once with the
+// interruption event, then stops the rest; a signal after that exits at once (children SIGKILLed). Each stop
+// arrives once: the children run in process groups of their own, and under npm tools/stack/run.sh takes this
+// process out of npm's group (npm forwards what its group receives). Exit 0, 130 after a second signal, or 1
+// when a child died on its own (the rest is stopped). When this process is killed outright, each child's
+// watchdog ends it (tools/stack/managed-child.ts) and Envoy's removes its /tmp/envoy-gw-* folder.
 
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { SIDECAR_NODE_FLAGS } from '../../src/config/node-flags';
 import { selectFamily } from '../../src/families/select';
+import { nextStopLevel, type StopLevel } from '../../src/lifecycle/stop-ladder';
 import { ensureEnvoy } from './envoy-binary';
 import { describeExit, type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from './envoy-process';
 import { formatLine, stackLogFormat } from './log-lines';
+import { watchParent } from './parent-watch';
 import { envNumber, envoyTracingFrom, parseTierUrls, StackError } from './stack-env';
+
+/** After the sidecar has stopped, how long Envoy may take to hand its clients their last bytes before its stop. */
+const ENVOY_IDLE_WAIT_MS = 2000;
 
 const LOG_FORMAT = stackLogFormat(process.env.STACK_LOG_FORMAT, process.stderr.isTTY === true);
 const say = (line: string): void => {
@@ -74,52 +83,70 @@ async function main(): Promise<number> {
   }
 
   const st: Started = { children: [] };
-  let shuttingDown = false;
+  let level: StopLevel = 'running';
   let finish: (code: number) => void = () => undefined;
   const finished = new Promise<number>((r) => {
     finish = r;
   });
 
-  const stopAll = async (now: boolean): Promise<void> => {
+  // The sidecar first: it drains (SIGTERM) or ends every open stream with the interruption event (SIGINT)
+  // while Envoy and the engines still carry the streams; then Envoy, once its clients have had their last
+  // bytes (bounded), and the engines.
+  const stopAll = async (how: 'draining' | 'stopping-now'): Promise<void> => {
     const sidecar = st.children.find((c) => c.name === 'sidecar');
-    // Graceful: the sidecar drains (streams in flight finish, new ones bypass it) while Envoy and the engines
-    // still carry them; then the rest. Now: all at once, the sidecar told to close without draining.
-    if (sidecar && !now) await sidecar.stop('SIGTERM');
-    const envoy = st.envoy?.catch(() => undefined).then((e) => e?.stop().catch(() => undefined));
-    await Promise.all([envoy, ...st.children.map((c) => c.stop(c === sidecar ? 'SIGINT' : 'SIGTERM'))]);
+    if (sidecar) await sidecar.stop(how === 'draining' ? 'SIGTERM' : 'SIGINT');
+    const envoy = st.envoy
+      ?.catch(() => undefined)
+      .then(async (e) => {
+        await e?.waitForIdle(ENVOY_IDLE_WAIT_MS).catch(() => undefined);
+        await e?.stop().catch(() => undefined);
+      });
+    await Promise.all([envoy, ...st.children.map((c) => c.stop('SIGTERM'))]);
   };
-  const shutdown = (code: number, why: string, now = false): void => {
-    if (shuttingDown) return;
-    shuttingDown = true;
+  /** One step of the stop ladder (src/lifecycle/stop-ladder.ts), for a signal or a reason of our own. */
+  const step = (to: StopLevel, code: number, why: string): void => {
+    if (to === level || level === 'exiting') return;
+    const from = level;
+    level = to;
     say(why);
-    void stopAll(now).then(
-      () => finish(code),
-      () => finish(code || 1),
-    );
-  };
-  const watch = (name: string, exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>): void => {
-    void exited.then((info) => {
-      if (!shuttingDown) shutdown(1, `${name} exited unexpectedly (${describeExit(info)}); stopping everything`);
-    });
-  };
-  let signals = 0;
-  const onSignal = (sig: NodeJS.Signals): void => {
-    signals++;
-    if (signals > 1) {
-      say(`${sig} again: exiting now (children get SIGKILL)`);
+    if (to === 'exiting') {
+      // The exit hooks SIGKILL every child's process group and remove Envoy's folder (envoy-process.ts).
       process.exit(130);
     }
-    shutdown(
+    if (from === 'draining') {
+      // Already stopping in order: the sidecar takes the further step itself; the rest follows it as before.
+      st.children.find((c) => c.name === 'sidecar')?.signal('SIGINT');
+      stopCode = 130;
+      return;
+    }
+    void stopAll(to === 'draining' ? 'draining' : 'stopping-now').then(
+      () => finish(stopCode ?? code),
+      () => finish(stopCode ?? (code || 1)),
+    );
+  };
+  let stopCode: number | undefined;
+  const shutdown = (code: number, why: string): void => {
+    if (level === 'running') step('stopping-now', code, why);
+  };
+  const watch = (name: string, exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>): void => {
+    void exited.then((info) => shutdown(1, `${name} exited unexpectedly (${describeExit(info)}); stopping everything`));
+  };
+  const onSignal = (sig: NodeJS.Signals): void => {
+    const to = nextStopLevel(level, sig);
+    step(
+      to,
       0,
-      sig === 'SIGINT'
-        ? 'SIGINT: stopping everything now'
-        : `${sig}: stopping (the sidecar drains first, ${drainTimeoutMs / 1000} s at most)`,
-      sig === 'SIGINT',
+      to === 'exiting'
+        ? `${sig} again: exiting now (children get SIGKILL)`
+        : to === 'stopping-now'
+          ? `${sig}: stopping now (every open stream ends with the interruption event)`
+          : `${sig}: stopping (the sidecar drains first, ${drainTimeoutMs / 1000} s at most)`,
     );
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   process.on('SIGHUP', onSignal);
+  watchParent(env.STACK_PARENT_PID, () => shutdown(0, 'the parent process (npm) is gone: stopping now'));
   // With the terminal gone (SIGHUP), writing to it fails: keep stopping rather than die on an 'error' event.
   process.stdout.on('error', () => undefined);
   process.stderr.on('error', () => undefined);
@@ -144,7 +171,8 @@ async function main(): Promise<number> {
     // A demo replica is meant to be killed (that is what the demo shows): the stack keeps running.
     else
       void c.exited.then((info) => {
-        if (!shuttingDown) say(`${name} exited (${describeExit(info)}); the other replica keeps serving; restart the demo to get it back`);
+        if (level === 'running')
+          say(`${name} exited (${describeExit(info)}); the other replica keeps serving; restart the demo to get it back`);
       });
     return c;
   };
@@ -270,8 +298,9 @@ async function main(): Promise<number> {
         (engines.length ? `, ${engines.map((e) => `${e.name} ${e.port}`).join(', ')}` : ''),
     );
     process.stdout.write(`READY http://127.0.0.1:${listenPort}\n`);
+    if (sidecarAdminPort !== undefined && sidecarAdminPort > 0) process.stdout.write(`ADMIN http://127.0.0.1:${sidecarAdminPort}\n`);
   } catch (e) {
-    if (!shuttingDown) shutdown(1, `start failed: ${(e as Error).message}`);
+    shutdown(1, `start failed: ${(e as Error).message}`);
   }
   return finished;
 }

@@ -43,6 +43,8 @@ export interface ManagedChild {
    * 3 s); resolves when the process has exited. Idempotent.
    */
   stop(signal?: NodeJS.Signals): Promise<ChildExit>;
+  /** `signal` to the child alone (a further step of its own stop, after stop()); nothing once it has exited. */
+  signal(signal: NodeJS.Signals): void;
 }
 
 export interface SpawnManagedOptions {
@@ -55,6 +57,8 @@ export interface SpawnManagedOptions {
   keepBytes?: number;
   /** How long stop() waits before SIGKILL (default 3 s). */
   stopGraceMs?: number;
+  /** A folder the child's watchdog removes after killing it, when this process died without doing so. */
+  watchdogRemoves?: string;
 }
 
 const live = new Set<ChildProcess>();
@@ -86,14 +90,16 @@ function killGroup(c: ChildProcess, signal: NodeJS.Signals): void {
 }
 
 /** Spawns the watchdog described at the top of the file; returns it (unref'd: it never keeps us alive). */
-function spawnWatchdog(pid: number): ChildProcess | undefined {
-  // "-$1": the child's process group (dash's kill takes a negative pid after the signal, no "--").
+function spawnWatchdog(pid: number, removes?: string): ChildProcess | undefined {
+  // "-$1": the child's process group (dash's kill takes a negative pid after the signal, no "--"). "$2": a
+  // folder to remove once the group is gone (Envoy's /tmp/envoy-gw-*), the stack no longer there to do it.
   const script =
-    'read -r _ ; kill -TERM "-$1" 2>/dev/null || exit 0; ' +
-    `i=0; while [ $i -lt ${WATCHDOG_GRACE_TENTHS} ]; do kill -0 "-$1" 2>/dev/null || exit 0; sleep 0.1; i=$((i+1)); done; ` +
-    'kill -KILL "-$1" 2>/dev/null; exit 0';
+    'rmdir_() { [ -n "$2" ] && rm -rf -- "$2"; }; ' +
+    'read -r _ ; kill -TERM "-$1" 2>/dev/null || { rmdir_ "$@"; exit 0; }; ' +
+    `i=0; while [ $i -lt ${WATCHDOG_GRACE_TENTHS} ]; do kill -0 "-$1" 2>/dev/null || { rmdir_ "$@"; exit 0; }; sleep 0.1; i=$((i+1)); done; ` +
+    'kill -KILL "-$1" 2>/dev/null; rmdir_ "$@"; exit 0';
   try {
-    const wd = spawn('/bin/sh', ['-c', script, 'watchdog', String(pid)], {
+    const wd = spawn('/bin/sh', ['-c', script, 'watchdog', String(pid), removes ?? ''], {
       stdio: ['pipe', 'ignore', 'ignore'],
       detached: true,
     });
@@ -183,7 +189,7 @@ export function spawnManaged(command: string, args: string[], opts: SpawnManaged
   });
   if (child.pid !== undefined) {
     live.add(child);
-    watchdog = spawnWatchdog(child.pid);
+    watchdog = spawnWatchdog(child.pid, opts.watchdogRemoves);
   }
 
   const logs = (): string => chunks.join('');
@@ -254,6 +260,14 @@ export function spawnManaged(command: string, args: string[], opts: SpawnManaged
         }
       });
       return stopping;
+    },
+    signal(signal) {
+      if (exitInfo) return;
+      try {
+        child.kill(signal);
+      } catch {
+        // gone
+      }
     },
   };
   return mc;
