@@ -24,8 +24,8 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { SIDECAR_NODE_FLAGS } from '../../src/config/node-flags';
-import { selectFamily } from '../../src/families/select';
 import { nextStopLevel, type StopLevel } from '../../src/lifecycle/stop-ladder';
+import { demoConfig } from './demo-config';
 import { ensureEnvoy } from './envoy-binary';
 import { describeExit, type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from './envoy-process';
 import { formatLine, stackLogFormat } from './log-lines';
@@ -194,15 +194,9 @@ async function main(): Promise<number> {
     // 1. Fake engines when no router tier was given.
     if (!routerTier) {
       const dialect = (env.CONTINUATION_ENGINE?.trim().toLowerCase() || 'sglang') === 'vllm' ? 'vllm' : 'sglang';
-      if (!env.CONTINUATION_MODEL?.trim()) {
-        sidecarEnv.CONTINUATION_MODEL = 'generic-demo';
-        say("demo: CONTINUATION_MODEL was unset, using CONTINUATION_MODEL=generic-demo (the fake engines' family)");
-      }
-      // The fake engines speak the family CONTINUATION_MODEL names (`CONTINUATION_MODEL=Qwen/Qwen3-32B npm run
-      // demo`: Qwen3's <think> format), or the generic one when it names none.
-      const named = selectFamily(sidecarEnv.CONTINUATION_MODEL);
-      const family = named.known && named.family.name !== 'generic' ? named.family.name : 'generic';
-      if (family !== 'generic') say(`demo: the fake engines speak the ${family} family`);
+      const demo = demoConfig(env, path.resolve(dist, '..'), dialect);
+      Object.assign(sidecarEnv, demo.sidecarEnv);
+      for (const line of demo.lines) say(line);
       engines = await Promise.all(
         ['replica-a', 'replica-b'].map(async (name) => {
           // Port 0: the engine binds an ephemeral port itself and names it (no window for another process to
@@ -211,7 +205,7 @@ async function main(): Promise<number> {
             name,
             fakeEngineMain,
             // --fault-scope request: the README's `x-fake-fault: crash@30` crashes every request that sends it.
-            ['--port', '0', '--name', name, '--dialect', dialect, '--family', family, '--token-ms', '40', '--fault-scope', 'request'],
+            ['--port', '0', '--name', name, '--dialect', dialect, ...demo.engineArgs, '--token-ms', '40', '--fault-scope', 'request'],
             env,
             false,
           );
