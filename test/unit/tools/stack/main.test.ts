@@ -140,19 +140,34 @@ describe('npm run stack (tools/stack/main.ts)', () => {
       const listenPort = Number(new URL(url).port);
       expect(st.stdout()).toBe(`READY ${url}\n`);
       expect(st.stderr()).toContain('[sidecar] some startup noise');
-      expect(st.stderr()).toMatch(/CONTINUATION_MODEL=generic-demo/);
+      expect(st.stderr()).toMatch(/CONTINUATION_MODEL=fake-engine\/demo-reasoner CHAT_TEMPLATE=/);
 
       const sc = JSON.parse(fs.readFileSync(path.join(dir, 'sidecar.json'), 'utf8')) as { pid: number; env: Record<string, string> };
       expect(sc.env.DOWNSTREAM_URL).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
       expect(sc.env.CONTINUATION_URL).toBeUndefined();
-      expect(sc.env.CONTINUATION_MODEL).toBe('generic-demo');
+      // A careful operator's configuration (issue 38): the served template, verified; the engines' /tokenize dialect.
+      expect(sc.env.CONTINUATION_MODEL).toBe('fake-engine/demo-reasoner');
+      expect(sc.env.CHAT_TEMPLATE).toMatch(/\/tools\/fake-engine\/demo-model\/chat_template\.jinja$/);
+      expect(fs.existsSync(sc.env.CHAT_TEMPLATE)).toBe(true);
+      expect(sc.env.TOKENIZE_DIALECT).toBe('vllm');
       expect(sc.env.PORT).toMatch(/^\d+$/);
       const engines = ['replica-a', 'replica-b'].map(
         (n) => JSON.parse(fs.readFileSync(path.join(dir, `${n}.json`), 'utf8')) as { pid: number; argv: string[] },
       );
       for (const [i, e] of engines.entries()) {
         expect(e.argv).toEqual(
-          expect.arrayContaining(['--name', ['replica-a', 'replica-b'][i], '--dialect', 'vllm', '--family', 'generic', '--token-ms', '40']),
+          expect.arrayContaining([
+            '--name',
+            ['replica-a', 'replica-b'][i],
+            '--dialect',
+            'vllm',
+            '--chat-template',
+            sc.env.CHAT_TEMPLATE,
+            '--reasoning-parser',
+            'markers',
+            '--token-ms',
+            '40',
+          ]),
         );
       }
 
