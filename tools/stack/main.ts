@@ -147,6 +147,8 @@ async function main(): Promise<number> {
   process.on('SIGTERM', onSignal);
   process.on('SIGHUP', onSignal);
   watchParent(env.STACK_PARENT_PID, () => shutdown(0, 'the parent process (npm) is gone: stopping now'));
+  // Ours alone (tools/stack/run.sh): the children, which inherit this environment, have other parents.
+  delete env.STACK_PARENT_PID;
   // With the terminal gone (SIGHUP), writing to it fails: keep stopping rather than die on an 'error' event.
   process.stdout.on('error', () => undefined);
   process.stderr.on('error', () => undefined);
