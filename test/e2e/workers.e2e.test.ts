@@ -57,6 +57,8 @@ async function startSidecarAndEnvoy(): Promise<void> {
       LOG_LEVEL: 'warn',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group (primary and workers), as a terminal or a supervisor runs it: the group signal below.
+    detached: true,
   });
   sidecar.stderr!.on('data', (d) => {
     stderr += d;
@@ -124,10 +126,21 @@ test("RECOVERY_ADAPTIVE: the workers' first tokens and recovery legs reach the p
   expect(await gauge('continuation_gateway_reprefill_limit')).toBeGreaterThan(3);
 });
 
-test('SIGTERM: the primary drains its workers and exits 0', async () => {
+test('SIGTERM to the whole process group, streams in flight: it counts once, every stream finishes, exit 0', async () => {
+  // The workers get the group's SIGTERM too; they ignore it and drain when the primary says so (once). Before
+  // issue 38 each worker took the primary's copy for a second signal and cut its streams.
+  const slow = { 'x-fake-answer-tokens': '30,30', 'x-fake-token-ms': '50' };
+  const begun: Promise<void>[] = [];
+  const streams = Array.from({ length: 6 }, (_, i) => {
+    let onBytes: () => void = () => undefined;
+    begun.push(new Promise<void>((r) => (onBytes = r)));
+    return postChat(url, chatBody(), { ...slow, 'x-request-id': newRequestId(`group-${i}`) }, () => onBytes());
+  });
+  await Promise.all(begun);
   const exited = new Promise<number | null>((resolve) => sidecar.once('exit', (code) => resolve(code)));
   const started = Date.now();
-  sidecar.kill('SIGTERM');
+  process.kill(-sidecar.pid!, 'SIGTERM');
+  for (const r of await Promise.all(streams)) expectOneCompleteStream(r);
   const code = await exited;
   // On a failure, what the processes logged says which path ended the primary (the drain deadline, a crash).
   expect(`exit ${code}${code === 0 ? '' : ` after ${Date.now() - started} ms\n${output}`}`).toBe('exit 0');

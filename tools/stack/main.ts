@@ -84,6 +84,8 @@ async function main(): Promise<number> {
 
   const st: Started = { children: [] };
   let level: StopLevel = 'running';
+  /** 130 once a second signal has stepped past the first: the exit code says the stop was cut short. */
+  let stopCode: number | undefined;
   let finish: (code: number) => void = () => undefined;
   const finished = new Promise<number>((r) => {
     finish = r;
@@ -124,7 +126,6 @@ async function main(): Promise<number> {
       () => finish(stopCode ?? (code || 1)),
     );
   };
-  let stopCode: number | undefined;
   const shutdown = (code: number, why: string): void => {
     if (level === 'running') step('stopping-now', code, why);
   };
@@ -146,7 +147,11 @@ async function main(): Promise<number> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   process.on('SIGHUP', onSignal);
-  watchParent(env.STACK_PARENT_PID, () => shutdown(0, 'the parent process (npm) is gone: stopping now'));
+  // npm gone (SIGKILLed with its group, the terminal closed): whoever stopped it wants everything gone, a drain
+  // under way included.
+  watchParent(env.STACK_PARENT_PID, () => {
+    if (level === 'running' || level === 'draining') step('stopping-now', 0, 'the parent process (npm) is gone: stopping now');
+  });
   // Ours alone (tools/stack/run.sh): the children, which inherit this environment, have other parents.
   delete env.STACK_PARENT_PID;
   // With the terminal gone (SIGHUP), writing to it fails: keep stopping rather than die on an 'error' event.
