@@ -2,6 +2,7 @@
 // the real Envoy. Recoveries work whichever worker gets the stream, /metrics aggregates the workers, and
 // SIGTERM drains and exits cleanly. RECOVERY_ADAPTIVE is on: its samples travel to the primary over the IPC.
 import { type ChildProcess, spawn } from 'node:child_process';
+import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { resetFaults } from '../../tools/fake-engine/faults';
@@ -57,8 +58,6 @@ async function startSidecarAndEnvoy(): Promise<void> {
       LOG_LEVEL: 'warn',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
-    // Its own process group (primary and workers), as a terminal or a supervisor runs it: the group signal below.
-    detached: true,
   });
   sidecar.stderr!.on('data', (d) => {
     stderr += d;
@@ -127,8 +126,10 @@ test("RECOVERY_ADAPTIVE: the workers' first tokens and recovery legs reach the p
 });
 
 test('SIGTERM to the whole process group, streams in flight: it counts once, every stream finishes, exit 0', async () => {
-  // The workers get the group's SIGTERM too; they ignore it and drain when the primary says so (once). Before
-  // issue 38 each worker took the primary's copy for a second signal and cut its streams.
+  // A group signal reaches the workers and the primary, which passes the stop on. Before issue 38 each worker
+  // drained on its own copy and took the primary's for a second signal: close now, streams cut. Whether the
+  // kernel merged the two copies (both pending before the worker ran) was a race; here each worker's copy is
+  // delivered and given time to be acted on first, then the primary's: the order that made streams fail.
   const slow = { 'x-fake-answer-tokens': '30,30', 'x-fake-token-ms': '50' };
   const begun: Promise<void>[] = [];
   const streams = Array.from({ length: 6 }, (_, i) => {
@@ -138,13 +139,35 @@ test('SIGTERM to the whole process group, streams in flight: it counts once, eve
   });
   await Promise.all(begun);
   const exited = new Promise<number | null>((resolve) => sidecar.once('exit', (code) => resolve(code)));
+  const workers = childrenOf(sidecar.pid!);
+  expect(workers).toHaveLength(2);
   const started = Date.now();
-  process.kill(-sidecar.pid!, 'SIGTERM');
+  for (const w of workers) process.kill(w, 'SIGTERM');
+  await new Promise((r) => setTimeout(r, 500));
+  // The workers ignored their copies: still serving, not replaced.
+  expect(childrenOf(sidecar.pid!).sort()).toEqual([...workers].sort());
+  process.kill(sidecar.pid!, 'SIGTERM');
   for (const r of await Promise.all(streams)) expectOneCompleteStream(r);
   const code = await exited;
   // On a failure, what the processes logged says which path ended the primary (the drain deadline, a crash).
   expect(`exit ${code}${code === 0 ? '' : ` after ${Date.now() - started} ms\n${output}`}`).toBe('exit 0');
 });
+
+/** Live child processes of `pid`, from /proc. */
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+      const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(ppid) === pid && state !== 'Z') out.push(Number(name));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
 
 test('a worker that cannot start stops the primary with exit code 1 (not 0), no worker left behind', async () => {
   const taken = net.createServer();
