@@ -16,8 +16,15 @@ say() { echo "[fresh-clone] $*" >&2; }
 
 base="$(mktemp -d)"
 demo_pgid=""
+# Every process the demo starts inherits this variable: the stack runner leaves npm's process group
+# (tools/stack/run.sh) and its children run in groups of their own, so the group alone does not name them all.
+demo_tag="FRESH_CLONE_DEMO=$$-$RANDOM"
+demo_pids() { grep -l -a -s -F "$demo_tag" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 || true; }
 cleanup() {
-  if [ -n "$demo_pgid" ]; then kill -KILL -- "-$demo_pgid" 2>/dev/null || true; fi
+  if [ -n "$demo_pgid" ]; then
+    kill -KILL -- "-$demo_pgid" 2>/dev/null || true
+    for p in $(demo_pids); do kill -KILL "$p" 2>/dev/null || true; done
+  fi
   rm -rf "$base"
 }
 trap cleanup EXIT
@@ -36,7 +43,7 @@ npm ci --no-audit --no-fund
 
 say "npm run demo"
 # Its own process group (setsid), as a terminal gives it: Ctrl-C is SIGINT to that group.
-setsid npm run demo >demo.out 2>demo.err &
+env "$demo_tag" setsid npm run demo >demo.out 2>demo.err &
 demo_pgid=$!
 url=""
 # The first start installs Envoy into .venv (about a minute).
@@ -66,11 +73,13 @@ node -e '
 grep -q '"decision":"SUCCEEDED"' demo.err || { tail -50 demo.err >&2; say "the demo logged no SUCCEEDED (no continuation)"; exit 1; }
 kill -INT -- "-$demo_pgid"
 for _ in $(seq 1 100); do
-  pgrep -g "$demo_pgid" >/dev/null || break
+  [ -z "$(demo_pids)" ] && ! pgrep -g "$demo_pgid" >/dev/null && break
   sleep 0.1
 done
-if pgrep -g "$demo_pgid" >/dev/null; then
+left="$(demo_pids)"
+if [ -n "$left" ] || pgrep -g "$demo_pgid" >/dev/null; then
   ps -o pid,args -g "$demo_pgid" >&2 || true
+  for p in $left; do ps -o pid,args -p "$p" >&2 || true; done
   say "processes of the demo still running 10 s after Ctrl-C"
   exit 1
 fi

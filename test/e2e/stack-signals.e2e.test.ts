@@ -59,7 +59,8 @@ async function startDemo(env: Record<string, string> = {}): Promise<Demo> {
   for (const k of Object.keys(clean)) if (k.startsWith('npm_')) delete clean[k];
   const npm = spawn(NPM as string, ['run', 'demo'], {
     cwd: dir,
-    env: { ...clean, [PROC_TAG_VAR]: tag, TMPDIR: tmp, STACK_LOG_FORMAT: 'json', LOG_LEVEL: 'info', ...env },
+    // WORKERS=2: the sidecar's primary passes each stop to its workers (over IPC): one record per worker below.
+    env: { ...clean, [PROC_TAG_VAR]: tag, TMPDIR: tmp, STACK_LOG_FORMAT: 'json', LOG_LEVEL: 'info', WORKERS: '2', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
@@ -92,12 +93,12 @@ const stackSaid = (d: Demo): string[] =>
     .filter((r) => r.process === 'stack')
     .map((r) => String(r.msg));
 
-/** 20 slow streams (answerTokens per leg, 50 ms a token), each under way (bytes received) on return. */
-async function streamsInFlight(url: string, answerTokens: number): Promise<Promise<ClientResult>[]> {
+/** `count` slow streams (answerTokens per leg, 50 ms a token), each under way (bytes received) on return. */
+async function streamsInFlight(url: string, answerTokens: number, count = STREAMS): Promise<Promise<ClientResult>[]> {
   const headers = { 'x-fake-answer-tokens': `${answerTokens},${answerTokens}`, 'x-fake-token-ms': '50' };
   const body = { model: 'demo', stream: true, messages: [{ role: 'user', content: 'hello' }] };
   const begun: Promise<void>[] = [];
-  const results = Array.from({ length: STREAMS }, () => {
+  const results = Array.from({ length: count }, () => {
     let onBytes: () => void = () => undefined;
     begun.push(new Promise<void>((r) => (onBytes = r)));
     return postChat(url, body, headers, () => onBytes());
@@ -154,7 +155,7 @@ maybe('npm run demo: one stop, however it is signalled', () => {
     expect(await d.exit).toEqual({ code: 0, signal: null });
     const said = stackSaid(d);
     expect(said.filter((m) => /^SIG/.test(m))).toEqual(['SIGTERM: stopping (the sidecar drains first, 30 s at most)']);
-    expect(records(d).filter((r) => r.decision === 'DRAINED')).toHaveLength(1);
+    expect(records(d).filter((r) => r.decision === 'DRAINED')).toHaveLength(2);
     expect(records(d).filter((r) => r.decision === 'DRAIN_TIMEOUT' || r.decision === 'STOP_NOW')).toEqual([]);
     await expectNothingLeft(d, ports);
   });
@@ -166,7 +167,7 @@ maybe('npm run demo: one stop, however it is signalled', () => {
     process.kill(-d.npm.pid!, 'SIGTERM');
     for (const r of await Promise.all(streams)) expectInterruption(r, 'gateway-shutdown');
     expect(await d.exit).toEqual({ code: 0, signal: null });
-    expect(records(d).filter((r) => r.decision === 'DRAIN_TIMEOUT')).toHaveLength(1);
+    expect(records(d).filter((r) => r.decision === 'DRAIN_TIMEOUT')).toHaveLength(2);
     await expectNothingLeft(d, ports);
   });
 
@@ -183,7 +184,21 @@ maybe('npm run demo: one stop, however it is signalled', () => {
     expect(stackSaid(d).filter((m) => /^SIG/.test(m))).toEqual([
       'SIGINT: stopping now (every open stream ends with the interruption event)',
     ]);
-    expect(records(d).filter((r) => r.decision === 'STOP_NOW')).toHaveLength(1);
+    expect(records(d).filter((r) => r.decision === 'STOP_NOW')).toHaveLength(2);
+    await expectNothingLeft(d, ports);
+  });
+
+  test('a burst: 100 streams in flight, Ctrl-C to the group: every one ends with the interruption event', async () => {
+    const d = await startDemo();
+    const ports = portsOf(d);
+    const streams = await streamsInFlight(d.url, 400, 100);
+    process.kill(-d.npm.pid!, 'SIGINT');
+    for (const r of await Promise.all(streams)) expectInterruption(r, 'gateway-shutdown');
+    expect(await d.exit).toEqual({ code: 0, signal: null });
+    // One STOP_NOW per worker, their counts adding up.
+    const stops = records(d).filter((r) => r.decision === 'STOP_NOW');
+    expect(stops).toHaveLength(2);
+    expect(stops.reduce((n, r) => n + r.active_streams, 0)).toBe(100);
     await expectNothingLeft(d, ports);
   });
 
