@@ -3,7 +3,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { HealthStatus } from '../../../src/extproc/health';
 import { closeOnce } from '../../../src/lifecycle/close';
-import { closeGraceAfterDrain, type DrainingParts, drainOnce, SHUTDOWN_GRACE_MS } from '../../../src/lifecycle/drain';
+import { closeGraceAfterDrain, type DrainingParts, drainOnce, SHUTDOWN_GRACE_MS, stopNowOnce } from '../../../src/lifecycle/drain';
 import { createLogger } from '../../../src/obs/logger';
 import { SHUTDOWN_GRACE_MS as FROM_SIDECAR } from '../../../src/sidecar';
 
@@ -116,5 +116,42 @@ describe('closeOnce', () => {
     expect(close(5000)).toBe(first);
     await first;
     expect(steps).toEqual(['listening off', 'checks stopped', 'admin closed, health NOT_SERVING', 'upstream closed', 'tracing flushed']);
+  });
+});
+
+describe('stopNowOnce', () => {
+  it('ends every stream in flight at once (STOP_NOW), then closes with 1 s of grace; a second call shares the first', async () => {
+    const { p, closes, decisions, inFlight, records } = parts();
+    const shut: string[] = [];
+    for (const name of ['a', 'b'])
+      inFlight.add({
+        shutdown() {
+          shut.push(name);
+          inFlight.delete(this);
+        },
+      });
+    const stopNow = stopNowOnce(p);
+    const first = stopNow();
+    expect(stopNow()).toBe(first);
+    await first;
+    expect(shut).toEqual(['a', 'b']);
+    expect(p.ctx.drain.draining).toBe(true);
+    expect(p.health.get('')).toBe('NOT_SERVING');
+    expect(decisions()).toEqual(['STOP_NOW']);
+    expect(records.find((r) => r.decision === 'STOP_NOW')?.active_streams).toBe(2);
+    expect(closes).toEqual([1000]);
+  });
+
+  it('during a drain: the streams the drain waits for end now, and the drain then closes as well', async () => {
+    const { p, decisions, inFlight } = parts();
+    inFlight.add({
+      shutdown() {
+        inFlight.delete(this);
+      },
+    });
+    const draining = drainOnce(p)(60_000);
+    await stopNowOnce(p)();
+    await draining;
+    expect(decisions()).toEqual(['DRAIN', 'STOP_NOW', 'DRAINED']);
   });
 });
