@@ -36,6 +36,9 @@ function stopper(sidecar: Sidecar, config: GatewayConfig, log: Logger): (level: 
 }
 
 async function main(): Promise<void> {
+  // A cluster worker is stopped by its primary (over IPC), never by a signal of its own: from its first moment,
+  // so that a signal sent to the whole process group while it starts does not end it either.
+  if (isClusterWorker()) for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => undefined);
   let config: GatewayConfig;
   try {
     config = loadConfig(process.env);
@@ -70,8 +73,10 @@ async function main(): Promise<void> {
   if (worker) {
     // Driven by the primary only: a signal sent to the whole process group reaches every worker too, and the
     // primary passes the stop on, so the worker's own copy is ignored (it never counts twice).
-    serveAsWorker(sidecar, (level) => stop(level));
-    for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => undefined);
+    serveAsWorker(sidecar, (level) => {
+      log.info({ stop: level }, 'stopping (told by the primary)');
+      stop(level);
+    });
   } else {
     let level: StopLevel = 'running';
     const onSignal = (signal: NodeJS.Signals): void => {
