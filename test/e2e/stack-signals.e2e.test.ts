@@ -160,6 +160,24 @@ maybe('npm run demo: one stop, however it is signalled', () => {
     await expectNothingLeft(d, ports);
   });
 
+  test('SIGTERM: a request that arrives during the drain is passed through (proxied natively) and finishes too', async () => {
+    const d = await startDemo();
+    const ports = portsOf(d);
+    const streams = await streamsInFlight(d.url, 30);
+    process.kill(-d.npm.pid!, 'SIGTERM');
+    await until(() => records(d).some((r) => r.decision === 'DRAIN'));
+    // Longer than the streams the sidecar waits for: Envoy is stopped only once it is idle (the drain's deadline).
+    const late = postChat(
+      d.url,
+      { model: 'demo', stream: true, messages: [{ role: 'user', content: 'hello' }] },
+      { 'x-fake-answer-tokens': '60,60', 'x-fake-token-ms': '50' },
+    );
+    for (const r of await Promise.all(streams)) expectOneCompleteStream(r);
+    expectOneCompleteStream(await late);
+    expect(await d.exit).toEqual({ code: 0, signal: null });
+    await expectNothingLeft(d, ports);
+  });
+
   test('SIGTERM to the group past DRAIN_TIMEOUT_SECONDS=1: every stream ends with the interruption event gateway-shutdown', async () => {
     const d = await startDemo({ DRAIN_TIMEOUT_SECONDS: '1' });
     const ports = portsOf(d);

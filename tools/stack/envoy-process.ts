@@ -120,9 +120,10 @@ export interface RunningEnvoy {
   waitForExtProcHealthy(timeoutMs: number): Promise<void>;
   /**
    * Waits (at most timeoutMs) until the front listener has no request in flight: before a stop, so that a
-   * stream the sidecar has just ended reaches its client whole. Resolves either way.
+   * stream the sidecar has just ended reaches its client whole. Resolves either way, or as soon as `giveUp`
+   * says so (a further stop signal).
    */
-  waitForIdle(timeoutMs: number): Promise<void>;
+  waitForIdle(timeoutMs: number, giveUp?: () => boolean): Promise<void>;
 }
 
 export interface StartEnvoyOptions extends Omit<EnvoyConfigOptions, 'extProcHost' | 'extProcPort' | 'extProcEndpointsFile'> {
@@ -332,14 +333,14 @@ export async function startEnvoy(o: StartEnvoyOptions): Promise<RunningEnvoy> {
       writeEds({ host, port });
     },
     waitForExtProcHealthy: (budgetMs: number) => waitHealthy(budgetMs, false),
-    waitForIdle: (budgetMs: number) => waitForFrontIdle(adminUrl, budgetMs),
+    waitForIdle: (budgetMs: number, giveUp?: () => boolean) => waitForFrontIdle(adminUrl, budgetMs, giveUp),
   };
 }
 
-/** http.front.downstream_rq_active from admin /stats, 0 at most `timeoutMs` from now (or Envoy gone). */
-async function waitForFrontIdle(adminUrl: string, timeoutMs: number): Promise<void> {
+/** http.front.downstream_rq_active from admin /stats is 0 (or Envoy gone), at most `timeoutMs` from now. */
+async function waitForFrontIdle(adminUrl: string, timeoutMs: number, giveUp: () => boolean = () => false): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
+  while (Date.now() < deadline && !giveUp()) {
     const active = await httpGet(`${adminUrl}/stats?filter=${encodeURIComponent('^http\\.front\\.downstream_rq_active$')}`, 1000).then(
       (r) => Number(/downstream_rq_active: (\d+)/.exec(r.body)?.[1] ?? 0),
       () => 0,

@@ -32,7 +32,7 @@ import { formatLine, stackLogFormat } from './log-lines';
 import { watchParent } from './parent-watch';
 import { envNumber, envoyTracingFrom, parseTierUrls, StackError } from './stack-env';
 
-/** After the sidecar has stopped, how long Envoy may take to hand its clients their last bytes before its stop. */
+/** After the sidecar has stopped, how long Envoy at least gets to hand its clients their last bytes before its stop. */
 const ENVOY_IDLE_WAIT_MS = 2000;
 
 const LOG_FORMAT = stackLogFormat(process.env.STACK_LOG_FORMAT, process.stderr.isTTY === true);
@@ -93,17 +93,24 @@ async function main(): Promise<number> {
 
   // The sidecar first: it drains (SIGTERM) or ends every open stream with the interruption event (SIGINT)
   // while Envoy and the engines still carry the streams; then Envoy, once its clients have had their last
-  // bytes (bounded), and the engines.
+  // bytes, and the engines. Draining, Envoy's own streams (requests the draining sidecar passed through, proxied
+  // natively) get what is left of the same deadline; stopping now, a moment to deliver the last bytes.
   const stopAll = async (how: 'draining' | 'stopping-now'): Promise<void> => {
+    const deadline = Date.now() + (how === 'draining' ? drainTimeoutMs : 0);
     const sidecar = st.children.find((c) => c.name === 'sidecar');
     if (sidecar) await sidecar.stop(how === 'draining' ? 'SIGTERM' : 'SIGINT');
     const envoy = st.envoy
       ?.catch(() => undefined)
       .then(async (e) => {
-        await e?.waitForIdle(ENVOY_IDLE_WAIT_MS).catch(() => undefined);
+        const draining = level === 'draining';
+        const idleWaitMs = draining ? Math.max(ENVOY_IDLE_WAIT_MS, deadline - Date.now()) : ENVOY_IDLE_WAIT_MS;
+        // A further signal during the wait ends it: stop now means now.
+        await e?.waitForIdle(idleWaitMs, () => draining && level !== 'draining').catch(() => undefined);
         await e?.stop().catch(() => undefined);
       });
-    await Promise.all([envoy, ...st.children.map((c) => c.stop('SIGTERM'))]);
+    // The engines last: a stream Envoy still proxies natively needs its replica until Envoy is done.
+    await envoy;
+    await Promise.all(st.children.map((c) => c.stop('SIGTERM')));
   };
   /** One step of the stop ladder (src/lifecycle/stop-ladder.ts), for a signal or a reason of our own. */
   const step = (to: StopLevel, code: number, why: string): void => {
