@@ -12,8 +12,8 @@
 // back (the sidecar's own defaults, 50051 and 9090, are for deployments).
 //
 // Stopping, one step per signal (src/lifecycle/stop-ladder.ts): SIGTERM (or SIGHUP) lets the sidecar drain
-// first, Envoy and the engines still serving, for DRAIN_TIMEOUT_SECONDS at most, then stops Envoy and the
-// engines; SIGINT (or a signal during the drain) has the sidecar end every open stream at once with the
+// first, Envoy and the engines still serving, for DRAIN_TIMEOUT_SECONDS at most, then stops Envoy once its
+// front listener is idle (within the same deadline) and the engines last; SIGINT (or a signal during the drain) has the sidecar end every open stream at once with the
 // interruption event, then stops the rest; a signal after that exits at once (children SIGKILLed). Each stop
 // arrives once: the children run in process groups of their own, and under npm tools/stack/run.sh takes this
 // process out of npm's group (npm forwards what its group receives). Exit 0, 130 after a second signal, or 1
