@@ -2,6 +2,7 @@
 # A Docker engine for the container tests (test/e2e/compose.testcontainers.test.ts, pod.docker.test.ts):
 #
 #   scripts/docker-engine.sh start [--owner PID]   prints DOCKER_HOST=<uri> on its last line, or SKIP: <reason>
+#                                                  (and STARTED=1 before it when it started the engine)
 #   scripts/docker-engine.sh stop                  stops the engine `start` started (nothing if it started none)
 #
 # `start` uses an engine that is already reachable (DOCKER_HOST, else /var/run/docker.sock) and starts nothing.
@@ -109,6 +110,7 @@ start() {
   # The watchdog: stops the engine when the owner is gone (jest killed with SIGKILL included).
   setsid bash "$0" watchdog "$owner" </dev/null >>"$RUN_DIR/dockerd.log" 2>&1 &
   printf 'WATCHDOG_PGID=%s\n' "$!" >>"$STATE"
+  echo "STARTED=1" # this run owns the engine: its `stop` stops it
   echo "DOCKER_HOST=unix://$SOCK"
 }
 
