@@ -98,6 +98,34 @@ describeWithDocker('deploy/docker-compose.yaml on a Docker engine (testcontainer
     expect(inspect(sidecar.getId(), '{{.State.Health.Status}}')).toMatch(/^(healthy|starting)$/);
   });
 
+  test('the runtime image holds the product alone: dist/src, proto, production dependencies', async () => {
+    const image = inspect(env!.getContainer('sidecar-1').getId(), '{{.Config.Image}}');
+    const files = docker([
+      'run',
+      '--rm',
+      '--entrypoint',
+      'find',
+      image,
+      '/app',
+      '-path',
+      '/app/node_modules',
+      '-prune',
+      '-o',
+      '-type',
+      'f',
+      '-print',
+    ]).split('\n');
+    expect(new Set(files.map((f) => f.split('/')[2]))).toEqual(new Set(['dist', 'proto', 'package.json', 'package-lock.json']));
+    expect(files.filter((f) => f.startsWith('/app/dist/') && !f.startsWith('/app/dist/src/'))).toEqual([]);
+    expect(files.filter((f) => /\.test\.|\/test\//.test(f))).toEqual([]);
+    expect(files).toContain('/app/dist/src/main.js');
+    // No development tools (npm ci --omit=dev): the compiler, the test runner, the linter, testcontainers.
+    const list = 'ls /app/node_modules; ls /app/node_modules/@biomejs 2>/dev/null; true';
+    const modules = docker(['run', '--rm', '--entrypoint', 'sh', image, '-c', list]);
+    expect(modules.split(/\s+/)).toContain('@grpc');
+    for (const tool of ['typescript', 'jest', 'testcontainers', 'biome']) expect(modules.split(/\s+/)).not.toContain(tool);
+  });
+
   test('a replica crash at token 30 is continued into one complete stream', async () => {
     const body = chatBody({ model: 'fake-model' });
     const reference = await postChat(url, body, { 'x-request-id': newRequestId('compose-ref') });
