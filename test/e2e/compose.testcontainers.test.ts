@@ -90,12 +90,14 @@ describeWithDocker('deploy/docker-compose.yaml on a Docker engine (testcontainer
     if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
   }, 120_000);
 
-  test('the sidecar runs as its non-root user, from the runtime image', async () => {
+  test('the sidecar runs as its non-root user, healthy, within its resource limits', async () => {
     const sidecar = env!.getContainer('sidecar-1');
     expect(inspect(sidecar.getId(), '{{.Config.User}}')).toBe('1000:1000');
     const id = await sidecar.exec(['node', '-e', 'process.stdout.write(String(process.getuid()))']);
     expect(id.output.trim()).toBe('1000');
-    expect(inspect(sidecar.getId(), '{{.State.Health.Status}}')).toMatch(/^(healthy|starting)$/);
+    // The image's HEALTHCHECK passes, and compose applied deploy.resources.limits (cpus "2", memory 512M).
+    await until('the sidecar healthy', async () => inspect(sidecar.getId(), '{{.State.Health.Status}}') === 'healthy', 60_000);
+    expect(inspect(sidecar.getId(), '{{.HostConfig.NanoCpus}} {{.HostConfig.Memory}}')).toBe(`${2e9} ${512 * 1024 * 1024}`);
   });
 
   test('the runtime image holds the product alone: dist/src, proto, production dependencies', async () => {
