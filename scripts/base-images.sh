@@ -18,7 +18,7 @@
 # Where TLS to the package registries is intercepted by a proxy whose CA the machine trusts
 # (NODE_EXTRA_CA_CERTS names it, as here), the Node image carries that bundle too and sets NODE_EXTRA_CA_CERTS,
 # so that `npm ci` in `docker build` reaches the npm registry; the official image has no such file.
-# With a registry, pull the official images instead: this script leaves existing images alone.
+# Where a registry serves the official images, the script pulls them instead; it leaves existing images alone.
 #
 # Usage: DOCKER_HOST=... bash scripts/base-images.sh    (root: debootstrap and chroot; ~2-4 minutes once)
 # Exit: 0 the images are there; 3 they cannot be made here (the reason on stderr: no engine, not root, no
@@ -40,7 +40,8 @@ ENVOY_VERSION="${ENVOY_IMAGE##*:v}"
 case "$NODE_IMAGE" in "node:$NODE_VERSION-"*) ;; *) log "$NODE_IMAGE is not Node $NODE_VERSION (test/python/requirements.txt)"; exit 1 ;; esac
 
 timeout 20 docker version --format '{{.Server.Version}}' >/dev/null 2>&1 || { log "no Docker engine answers (DOCKER_HOST=${DOCKER_HOST:-})"; exit 3; }
-have() { docker image inspect "$1" >/dev/null 2>&1; }
+# There already, or served by a registry the engine reaches (the official images then): nothing to make.
+have() { docker image inspect "$1" >/dev/null 2>&1 || timeout 600 docker pull -q "$1" >/dev/null 2>&1; }
 want=()
 have "$NODE_IMAGE" || want+=(node)
 have "$ENVOY_IMAGE" || want+=(envoy)
