@@ -39,7 +39,7 @@ const docs = ['gateway.yaml', 'envoy-configmap.yaml'].flatMap((f) =>
 );
 /** The image the compose demo's build tagged (the same runtime target of the same Dockerfile). */
 const BUILT_IMAGE = 'continuation-gateway:local';
-const STREAMS = 20;
+const STREAMS = 100;
 
 const run = promisify(execFile);
 async function docker(...args: string[]): Promise<string> {
