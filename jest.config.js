@@ -8,6 +8,7 @@ module.exports = {
   // The real-engine suite (llama.cpp) has its own command and config: npm run test:real-engine.
   testPathIgnorePatterns: ['/node_modules/', '<rootDir>/dist/test/real-engine/', '<rootDir>/dist/test/vllm/'],
   globalSetup: '<rootDir>/dist/test/support/global-setup.js',
+  globalTeardown: '<rootDir>/dist/test/support/global-teardown.js',
   testTimeout: 60000,
   maxWorkers: 2,
 };
