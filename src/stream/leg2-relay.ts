@@ -197,7 +197,9 @@ function rewriteForClient(h: Leg2Host, o: ObservedEvent, lastUsage: JsonObject |
   const corrected = isObject(rewritten.usage) ? rewritten.usage : undefined;
   const usage = corrected && lastUsage ? atLeast(corrected, lastUsage) : corrected;
   if (h.toolCallKey && o.toolCall) rewritten = withIdempotentToolCallIds(rewritten, h.toolCallKey) ?? rewritten;
-  if (!h.clientWantsUsage) delete rewritten.usage;
+  // A client that did not ask gets no usage leg 2 was asked for; SGLang's `usage: null` on every chunk stays, as in an
+  // uninterrupted stream.
+  if (!h.clientWantsUsage && rewritten.usage !== null) delete rewritten.usage;
   else if (usage) {
     const a = h.accounting;
     const continuation = {

@@ -45,8 +45,13 @@ export function postChat(
 }
 
 /** POST /v1/completions: the reassembled `content` is every choice's `text`. */
-export function postCompletions(url: string, body: unknown, headers: Record<string, string> = {}): Promise<ClientResult> {
-  return postStream(`${url}/v1/completions`, body, headers);
+export function postCompletions(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  onBytes?: (text: string) => void,
+): Promise<ClientResult> {
+  return postStream(`${url}/v1/completions`, body, headers, onBytes);
 }
 
 async function postStream(
