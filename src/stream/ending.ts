@@ -8,6 +8,7 @@ import { type ClientErrorCode, clientErrorBody, clientErrorHeaders } from '../er
 import type { REQUEST_OUTCOMES } from '../obs/metric-labels';
 import { giveUpDetail } from '../recovery/give-up-detail';
 import { DONE_EVENT, interruptionEvent } from '../recovery/interruption';
+import type { NextRequest } from '../recovery/next-request';
 import type { FailureCause, FailureKind, InterruptReason, PassReason, PreCommitReason } from '../recovery/reasons';
 import type { LegResponse } from '../upstream/client';
 import type { CancelCause } from './cancellation';
@@ -176,6 +177,8 @@ export interface EndFacts {
   deliveredOutputTokens: number;
   /** The client already got a [DONE]. */
   doneSeen: boolean;
+  /** The interruption event's ready continuation request, when there is one (src/recovery/next-request.ts). */
+  nextRequest?: NextRequest;
 }
 
 /**
@@ -198,7 +201,12 @@ export function finalResponse(e: Ending, f: EndFacts): FinalResponse {
       return {
         tail: Buffer.concat([
           e.heldToolCall ?? NO_BYTES,
-          interruptionEvent({ requestId: f.requestId, deliveredOutputTokens: f.deliveredOutputTokens, reason: e.reason }),
+          interruptionEvent({
+            requestId: f.requestId,
+            deliveredOutputTokens: f.deliveredOutputTokens,
+            reason: e.reason,
+            nextRequest: f.nextRequest,
+          }),
         ]),
       };
     case 'http-error':

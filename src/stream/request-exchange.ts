@@ -4,6 +4,7 @@
 
 import type { ProcessorStream, ProcessorStreamHandler } from '../extproc/processor-stream';
 import { MODEL_UNDETECTED } from '../families/detect';
+import { endpointOf } from '../request/endpoint';
 import { decideScope, scopeByMethod } from '../request/scope';
 import { continuationModelOf, type GatewayContext } from './context';
 import { OriginatedResponse } from './originated-response';
@@ -85,6 +86,7 @@ export class RequestExchange implements ProcessorStreamHandler {
       maxContinuationBodyBytes: cfg.maxContinuationBodyBytes,
       bufferStructuredOutput: cfg.bufferStructuredOutput,
       maxJsonDepth: cfg.maxBodyJsonDepth,
+      endpoint: endpointOf(this.headers[':path']),
     });
     if (!scope.inScope) {
       this.passthrough(scope.reason, scope.detail);
@@ -95,13 +97,12 @@ export class RequestExchange implements ProcessorStreamHandler {
     this.phase = 'originating';
     this.chunks = [];
     this.ctx.metrics.scope('originated');
+    const { inScope: _inScope, bodyBytes: _bytes, ...body } = scope;
     this.originated = new OriginatedResponse(this.ctx, this.stream, {
+      ...body,
       path: this.headers[':path'] ?? '/v1/chat/completions',
       clientHeaders: this.headers,
       rawBody: raw,
-      payload: scope.payload,
-      multimodal: scope.multimodal,
-      structured: scope.structured,
     });
     void this.originated.run().finally(() => {
       this.phase = 'finished';

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Consumes one streaming chat completion with the official OpenAI Python client and prints what the
+"""Consumes one streaming chat completion (or, with --endpoint completions, one streamed text completion) with the official OpenAI Python client and prints what the
 client saw as one JSON line on stdout:
 
   {"content": str, "reasoning": str (only when any), "finish_reasons": [str], "ids": [str],
@@ -27,6 +27,9 @@ def parse_args(argv):
     p.add_argument("--model", default="test-model")
     p.add_argument("--prompt", default="Tell me about continuation.")
     p.add_argument("--timeout", type=float, default=30.0, help="client timeout in seconds")
+    p.add_argument("--endpoint", choices=["chat", "completions"], default="chat",
+                   help="chat: client.chat.completions (delta); completions: client.completions (choice.text)")
+    p.add_argument("--max-tokens", type=int, default=None)
     return p.parse_args(argv)
 
 
@@ -69,17 +72,27 @@ def main(argv):
     client = openai.OpenAI(base_url=args.base_url, api_key="x", max_retries=0, timeout=args.timeout)
     content, reasoning, finish_reasons, ids = [], [], [], []
     error = None
+    extra = {} if args.max_tokens is None else {"max_tokens": args.max_tokens}
     try:
-        stream = client.chat.completions.create(
-            model=args.model,
-            messages=[{"role": "user", "content": args.prompt}],
-            stream=True,
-            extra_headers=headers,
-        )
+        if args.endpoint == "completions":
+            stream = client.completions.create(model=args.model, prompt=args.prompt, stream=True, extra_headers=headers, **extra)
+        else:
+            stream = client.chat.completions.create(
+                model=args.model,
+                messages=[{"role": "user", "content": args.prompt}],
+                stream=True,
+                extra_headers=headers,
+                **extra,
+            )
         for chunk in stream:
             if chunk.id and chunk.id not in ids:
                 ids.append(chunk.id)
             for choice in chunk.choices or []:
+                if args.endpoint == "completions":
+                    content.append(choice.text or "")
+                    if choice.finish_reason:
+                        finish_reasons.append(choice.finish_reason)
+                    continue
                 delta = choice.delta
                 if delta is not None:
                     content.append(delta.content or "")

@@ -11,6 +11,7 @@ import { parseSize, planRequest } from './plan';
 import { PrefillLoad } from './prefill';
 import { parseBurst, StreamRun } from './stream';
 import { planTemplateAnswer, type TemplateModelOptions, templateModel, templatePromptText } from './template-model';
+import { planTextCompletion } from './text-completion';
 import { contentText, promptTokens, tokenId, tokenize } from './tokens';
 
 export type { Dialect } from './dialect';
@@ -97,6 +98,12 @@ function readBody(req: http.IncomingMessage): Promise<string> {
   });
 }
 
+/** x-fake-answer-tokens when it is valid (the chat path answers 400 to an invalid one itself). */
+function parseSizeOrUndefined(h: Record<string, string>) {
+  const size = parseSize(h['x-fake-answer-tokens']);
+  return size === 'bad' ? undefined : size;
+}
+
 function parseJson(raw: string): any {
   try {
     return raw === '' ? undefined : JSON.parse(raw);
@@ -126,9 +133,13 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
 
   const bad = (ex: Exchange, message: string) => ex.sendJson(400, errorBody(message, 'BadRequestError', 400));
 
-  function chat(ex: Exchange): void {
+  /** A chat or (endpoint `completions`) text completion request: faults first, then the deterministic answer. */
+  function chat(ex: Exchange, endpoint: 'chat' | 'completions' = 'chat'): void {
     const { record } = ex;
     const h = record.headers;
+    // A completion is a continuation when its prompt carries the start of its own answer (text-completion.ts).
+    const textPlan = endpoint === 'completions' ? planTextCompletion(record.body, parseSizeOrUndefined(h)) : undefined;
+    if (textPlan?.ok) record.continuation = textPlan.plan.continuation;
     let fault: Fault | undefined;
     try {
       fault = takeFault(h['x-fake-fault'], record.continuation, opts.faultScope === 'request' ? h['x-request-id'] : undefined);
@@ -169,9 +180,12 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     }
     const size = parseSize(h['x-fake-answer-tokens']);
     if (size === 'bad') return bad(ex, 'fake-engine: x-fake-answer-tokens must be "R,C"');
-    const planned = tm
-      ? planTemplateAnswer(body, dialect, tm, answerFor(withoutTrailingAssistant(body.messages ?? []), size, false), new Date())
-      : planRequest(body, h, dialect, family);
+    if (textPlan && body.stream !== true) return bad(ex, 'fake-engine: only streamed completions are served');
+    const planned = textPlan
+      ? textPlan
+      : tm
+        ? planTemplateAnswer(body, dialect, tm, answerFor(withoutTrailingAssistant(body.messages ?? []), size, false), new Date())
+        : planRequest(body, h, dialect, family);
     if (!planned.ok) return bad(ex, planned.message);
 
     const burst = parseBurst(h['x-fake-burst']);
@@ -180,7 +194,8 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     const settings = {
       ctx: {
         dialect,
-        id: dialect === 'vllm' && xrid !== undefined ? `chatcmpl-${xrid}` : `chatcmpl-${name}-${++counter}`,
+        id: `${textPlan ? 'cmpl' : 'chatcmpl'}-${dialect === 'vllm' && xrid !== undefined ? xrid : `${name}-${++counter}`}`,
+        endpoint,
         created: CREATED,
         model: typeof body.model === 'string' ? body.model : model,
         revision: opts.revision,
@@ -269,6 +284,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     ex.onClose(() => live.delete(ex));
 
     if (req.method === 'POST' && path === '/v1/chat/completions') return chat(ex);
+    if (req.method === 'POST' && path === '/v1/completions') return chat(ex, 'completions');
     if (req.method === 'POST' && (path === '/tokenize' || (path === '/v1/tokenize' && tokenizer === 'sglang')))
       return tokenizerRoute(ex, tokenizeRoute);
     if (req.method === 'POST' && path === '/apply-template' && tokenizer === 'llamacpp') return tokenizerRoute(ex, applyTemplateRoute);
@@ -313,7 +329,8 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
         },
         failFor(ms: number) {
           unavailableUntil = Date.now() + ms;
-          for (const ex of live) if (ex.record.path === '/v1/chat/completions') ex.killSocket('reset');
+          for (const ex of live)
+            if (ex.record.path === '/v1/chat/completions' || ex.record.path === '/v1/completions') ex.killSocket('reset');
         },
         close: () =>
           new Promise<void>((done) => {
