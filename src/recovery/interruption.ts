@@ -17,13 +17,19 @@ export interface InterruptionInfo {
 
 export const INTERRUPTION_CODE = 'upstream_decode_interrupted';
 
+// Says what happened without claiming more: a gateway stop or a refused continuation is not a replica failure.
+function interruptionMessage(reason: InterruptReason | PreCommitReason, partial: boolean): string {
+  const cause = reason === 'gateway-shutdown' ? 'The gateway was stopping' : 'The stream from the model replica failed';
+  return partial
+    ? `${cause} after part of the answer was delivered, and the gateway could not continue it (${reason}). The delivered output is incomplete.`
+    : `${cause} before any output was delivered (${reason}).`;
+}
+
 export function interruptionPayload(i: InterruptionInfo): object {
   const partial = i.partialOutput ?? true;
   const payload = clientErrorPayload({
     code: INTERRUPTION_CODE,
-    message: partial
-      ? `The model replica failed after part of the answer was delivered, and the gateway could not continue it (${i.reason}). The delivered output is incomplete.`
-      : `The model replica failed before any output was delivered (${i.reason}).`,
+    message: interruptionMessage(i.reason, partial),
     requestId: i.requestId,
     extra: { partial_output: partial, delivered_output_tokens: i.deliveredOutputTokens },
     retryable: false,

@@ -41,7 +41,13 @@ describe('interruptionEvent', () => {
   it('partialOutput false: partial_output false and a different message', () => {
     const p = interruptionPayload({ ...info, partialOutput: false, deliveredOutputTokens: 0 }) as { error: Record<string, unknown> };
     expect(p.error).toMatchObject({ partial_output: false, delivered_output_tokens: 0, retryable: false, code: INTERRUPTION_CODE });
-    expect(p.error.message).toBe('The model replica failed before any output was delivered (leg2-reset).');
+    expect(p.error.message).toBe('The stream from the model replica failed before any output was delivered (leg2-reset).');
+  });
+
+  it('a gateway stop is not called a replica failure', () => {
+    const p = interruptionPayload({ ...info, reason: 'gateway-shutdown' }) as { error: Record<string, unknown> };
+    expect(p.error.message).toMatch(/^The gateway was stopping after part of the answer was delivered/);
+    expect(p.error.message).not.toMatch(/replica/);
   });
 
   it('a reason with newlines and quotes still gives one data line per event', () => {
