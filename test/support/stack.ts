@@ -38,6 +38,8 @@ export interface TestStackOptions {
   envoyTracing?: EnvoyTracingOptions;
   /** Run the sidecar as its own process (test/support/sidecar-process.ts); `sidecar` is then undefined. */
   sidecarProcess?: boolean;
+  /** Node flags for the sidecar's own process (with `sidecarProcess`). */
+  sidecarNodeFlags?: string[];
 }
 
 export interface TestStack {
@@ -45,6 +47,10 @@ export interface TestStack {
   engines: FakeEngine[];
   continuationEngine?: FakeEngine;
   sidecar?: Sidecar;
+  /** The sidecar's process id, with `sidecarProcess`. */
+  sidecarPid?: number;
+  /** The sidecar's admin port (/metrics), with `sidecarProcess`. */
+  sidecarAdminPort?: number;
   envoy: RunningEnvoy;
   logs: any[];
   /** Log records with a given decision (TRIGGERED, ATTEMPT, ...) or event. */
@@ -113,7 +119,7 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
         LOG_LEVEL: o.env?.LOG_LEVEL ?? 'debug',
       };
       if (o.sidecarProcess) {
-        sidecarProc = await startSidecarProcess(sidecarEnv, sink);
+        sidecarProc = await startSidecarProcess(sidecarEnv, sink, o.sidecarNodeFlags);
         envoy.setExtProcEndpoint('127.0.0.1', sidecarProc.port);
       } else {
         const config = loadConfig(sidecarEnv);
@@ -149,6 +155,8 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
     engines,
     continuationEngine,
     sidecar,
+    sidecarPid: sidecarProc?.pid,
+    sidecarAdminPort: sidecarProc?.adminPort,
     envoy,
     logs,
     records,
