@@ -63,6 +63,12 @@ export class Metrics {
     help: 'Malformed SSE events skipped.',
     registers: [this.registry],
   });
+  private readonly afterFinish: Counter<'after'> = new Counter({
+    name: 'continuation_gateway_dropped_after_finish_total',
+    help: "Engine events dropped after a leg's finish_reason (after=finish: content, a second finish, an error) or its [DONE] (after=done).",
+    labelNames: ['after'],
+    registers: [this.registry],
+  });
   private readonly overflows: Counter = new Counter({
     name: 'continuation_gateway_hold_limit_total',
     help: 'Held output (tool call, structured output) over MAX_HELD_BYTES, delivered unbuffered.',
@@ -154,6 +160,7 @@ export class Metrics {
     for (const reason of INTERRUPTION_REASONS) this.interruptionEvents.inc({ reason }, 0);
     for (const reason of REFUSAL_REASONS) for (const phase of PHASES) this.refusals.inc({ reason, phase }, 0);
     for (const what of ['tool-call', 'structured-output']) this.overflows.inc({ what }, 0);
+    for (const after of ['finish', 'done']) this.afterFinish.inc({ after }, 0);
   }
 
   /** Scope decision: 'originated', or 'passthrough:<reason>'. */
@@ -183,6 +190,11 @@ export class Metrics {
 
   malformedEvent(): void {
     this.malformed.inc();
+  }
+
+  /** An engine event after the leg's finish_reason or [DONE], dropped (src/sse/finish-gate.ts). */
+  droppedAfterFinish(after: 'finish' | 'done'): void {
+    this.afterFinish.inc({ after });
   }
 
   bufferOverflow(what: 'tool-call' | 'structured-output'): void {

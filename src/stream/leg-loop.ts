@@ -8,6 +8,7 @@
 import type { Logger } from '../obs/logger';
 import type { Metrics } from '../obs/metrics';
 import type { FailureKind, SilenceDecision } from '../recovery/planner';
+import { gateEvent, type LegFinishState } from '../sse/finish-gate';
 import type { SseEvent } from '../sse/parser';
 import { type ObservedEvent, StreamTracker } from '../sse/tracker';
 import type { LegReader } from '../upstream/leg-reader';
@@ -52,7 +53,7 @@ export interface Silence {
 }
 
 export interface LegHooks {
-  readonly metrics: Pick<Metrics, 'malformedEvent'>;
+  readonly metrics: Pick<Metrics, 'malformedEvent' | 'droppedAfterFinish'>;
   readonly log: Logger;
   readonly leg: 1 | 2;
   isGone(): boolean;
@@ -87,6 +88,7 @@ async function finishLeg(h: LegHooks, how: FinishedHow): Promise<LegOutcome> {
 
 export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcome> {
   const silence = new SilenceCount();
+  const after = new AfterFinish(h);
   let first = true;
   try {
     for (;;) {
@@ -106,7 +108,7 @@ export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcom
         h.onFirstBytes?.();
       }
       silence.eventsArrived();
-      const ended = await onEvents(h, r.events);
+      const ended = await onEvents(h, r.events, after);
       if (ended) return ended;
     }
   } finally {
@@ -172,8 +174,32 @@ async function onEnd(reader: LegReader, h: LegHooks, r: { type: 'end' } | { type
   return h.failed(r.type === 'end' ? 'eof' : 'reset', detail);
 }
 
+/**
+ * What a leg relayed of its end (a finish, [DONE]), for the finish gate (src/sse/finish-gate.ts), and what it
+ * dropped after it: counted per event, logged once per leg (an engine may send any number of them).
+ */
+class AfterFinish implements LegFinishState {
+  done = false;
+  private dropped = 0;
+  constructor(private readonly h: LegHooks) {}
+
+  get finished(): boolean {
+    return this.h.finished();
+  }
+
+  drop(after: 'finish' | 'done', ev: SseEvent, o: ObservedEvent): void {
+    this.h.metrics.droppedAfterFinish(after);
+    if (this.dropped++ > 0) return;
+    const record = { decision: 'DROPPED_AFTER_FINISH', leg: this.h.leg, after, kind: o.kind, bytes: ev.raw.length };
+    this.h.log.warn(
+      record,
+      `engine event after the leg's ${after === 'done' ? '[DONE]' : 'finish_reason'} dropped (later ones counted only)`,
+    );
+  }
+}
+
 /** One read's events: what the client gets of them is delivered; a failing event ends the leg (returned). */
-async function onEvents(h: LegHooks, events: readonly SseEvent[]): Promise<LegFailure | undefined> {
+async function onEvents(h: LegHooks, events: readonly SseEvent[], after: AfterFinish): Promise<LegFailure | undefined> {
   const out: Outgoing[] = [];
   const endWith = async (f: LegFailure) => {
     // What came before the failing event in this read still belongs to the client.
@@ -188,6 +214,13 @@ async function onEvents(h: LegHooks, events: readonly SseEvent[]): Promise<LegFa
       h.log.warn({ decision: 'MALFORMED_EVENT', leg: h.leg, bytes: ev.raw.length }, 'malformed SSE event skipped');
       continue;
     }
+    const gate = gateEvent(o, after);
+    if (gate === 'malformed-finish') return await endWith(h.failed('malformed-finish', `finish_reason:${o.malformedFinish}`));
+    if (gate === 'after-finish' || gate === 'after-done') {
+      after.drop(gate === 'after-done' ? 'done' : 'finish', ev, o);
+      continue;
+    }
+    if (o.kind === 'done') after.done = true;
     const failure: FailureKind | null =
       o.kind === 'error' ? 'error-event' : o.kind === 'chunk' && o.finishReason === 'abort' ? 'abort-finish' : null;
     if (failure) return await endWith(h.failed(failure, undefined, ev.raw));
