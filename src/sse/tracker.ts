@@ -140,6 +140,9 @@ export class StreamTracker {
   static read(ev: SseEvent): ObservedEvent {
     const data = ev.data;
     if (data === null) return OTHER;
+    // `data:` with nothing after it: malformed without the cost of a thrown SyntaxError (an engine may send
+    // millions of them: issue 39).
+    if (data.length === 0) return MALFORMED;
     // JSON.parse tolerates surrounding whitespace; only [DONE] needs the trimmed form.
     if (data.length < 16 && data.trim() === '[DONE]') return DONE;
     let json: JsonObject;

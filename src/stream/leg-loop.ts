@@ -9,6 +9,7 @@ import type { Logger } from '../obs/logger';
 import type { Metrics } from '../obs/metrics';
 import type { FailureKind, SilenceDecision } from '../recovery/planner';
 import { gateEvent, type LegFinishState } from '../sse/finish-gate';
+import { keepAliveDue } from '../sse/keep-alives';
 import type { SseEvent } from '../sse/parser';
 import { type ObservedEvent, StreamTracker } from '../sse/tracker';
 import type { LegReader } from '../upstream/leg-reader';
@@ -53,7 +54,7 @@ export interface Silence {
 }
 
 export interface LegHooks {
-  readonly metrics: Pick<Metrics, 'malformedEvent' | 'droppedAfterFinish'>;
+  readonly metrics: Pick<Metrics, 'malformedEvent' | 'droppedAfterFinish' | 'engineCommentsDropped'>;
   readonly log: Logger;
   readonly leg: 1 | 2;
   isGone(): boolean;
@@ -113,6 +114,7 @@ export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcom
     }
   } finally {
     reader.fence();
+    h.metrics.engineCommentsDropped(after.commentsDropped + reader.commentsSkipped);
   }
 }
 
@@ -181,10 +183,26 @@ async function onEnd(reader: LegReader, h: LegHooks, r: { type: 'end' } | { type
 class AfterFinish implements LegFinishState {
   done = false;
   private dropped = 0;
+  /** Engine comments: when one was last relayed, how many were dropped (src/sse/keep-alives.ts). */
+  private commentRelayedAt: number | null = null;
+  commentsDropped = 0;
+  /** Malformed events are counted each, logged once per leg (an engine may send any number). */
+  malformedLogged = false;
   constructor(private readonly h: LegHooks) {}
 
   get finished(): boolean {
     return this.h.finished();
+  }
+
+  /** A comment arrived: relayed (true) or dropped, at most one per KEEP_ALIVE_INTERVAL_MS. */
+  relayComment(): boolean {
+    const now = Date.now();
+    if (!keepAliveDue(this.commentRelayedAt, now)) {
+      this.commentsDropped++;
+      return false;
+    }
+    this.commentRelayedAt = now;
+    return true;
   }
 
   drop(after: 'finish' | 'done', ev: SseEvent, o: ObservedEvent): void {
@@ -211,9 +229,15 @@ async function onEvents(h: LegHooks, events: readonly SseEvent[], after: AfterFi
     if (o.kind === 'malformed') {
       h.metrics.malformedEvent();
       out.push({ bytes: NO_BYTES, events: [o] }); // counted in the request's record, never sent
-      h.log.warn({ decision: 'MALFORMED_EVENT', leg: h.leg, bytes: ev.raw.length }, 'malformed SSE event skipped');
+      if (!after.malformedLogged)
+        h.log.warn(
+          { decision: 'MALFORMED_EVENT', leg: h.leg, bytes: ev.raw.length },
+          'malformed SSE event skipped (later ones counted only)',
+        );
+      after.malformedLogged = true;
       continue;
     }
+    if (o.kind === 'other' && !after.done && !after.relayComment()) continue;
     const gate = gateEvent(o, after);
     if (gate === 'malformed-finish') return await endWith(h.failed('malformed-finish', `finish_reason:${o.malformedFinish}`));
     if (gate === 'after-finish' || gate === 'after-done') {

@@ -21,7 +21,8 @@ const QUEUE_HIGH_WATER = 16;
 export type LegRead = { type: 'events'; events: SseEvent[] } | { type: 'idle' } | { type: 'end' } | { type: 'reset'; error: unknown };
 
 export class LegReader implements LegBodySink {
-  private readonly parser = new SseParser();
+  /** Comments and blank lines cost no memory per byte (issue 39: an engine flooding keep-alives). */
+  private readonly parser = new SseParser(true);
   private queue: Buffer[] = [];
   private ended = false;
   private failure: { error: unknown } | null = null;
@@ -65,12 +66,9 @@ export class LegReader implements LegBodySink {
     for (;;) {
       if (this.fenced) return { type: 'end' };
       if (this.queue.length) {
-        let events: SseEvent[] = [];
-        for (const c of this.takeQueued()) {
-          const got = this.parser.push(c);
-          if (events.length === 0) events = got;
-          else for (const e of got) events.push(e);
-        }
+        // One chunk's events at a time: a read hands over at most one chunk's worth (a chunk of tiny events,
+        // `data:` lines without data say, is thousands of them), the rest stays queued for the next read.
+        const events = this.parser.push(this.takeOne());
         if (events.length) return { type: 'events', events };
         // An "event" that never ends is not SSE: bounded memory, treated like a broken connection.
         if (this.parser.bufferedBytes > MAX_PARTIAL_EVENT_BYTES)
@@ -99,6 +97,14 @@ export class LegReader implements LegBodySink {
     }
   }
 
+  /** Hands over the first queued chunk (counted); below the high-water mark the upstream socket flows again. */
+  private takeOne(): Buffer {
+    const c = this.queue.shift() as Buffer;
+    if (this.queue.length < QUEUE_HIGH_WATER) this.body.resume();
+    this.bytes += c.length;
+    return c;
+  }
+
   /** Hands over the queued chunks (counted) and lets the upstream socket flow again. */
   private takeQueued(): Buffer[] {
     const chunks = this.queue;
@@ -123,6 +129,11 @@ export class LegReader implements LegBodySink {
       const timer = timeoutMs > 0 ? setTimeout(() => setImmediate(() => this.wake === wake && this.notify(true)), timeoutMs) : undefined;
       this.wake = wake;
     });
+  }
+
+  /** Comment-only events the parser skipped (at most one per chunk is read: src/sse/keep-alives.ts). */
+  get commentsSkipped(): number {
+    return this.parser.commentsSkipped;
   }
 
   /** Bytes of an event that the leg never finished (dropped, never delivered). */

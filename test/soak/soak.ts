@@ -32,8 +32,22 @@ const strArg = (name: string): string | undefined => {
   return i > 0 ? process.argv[i + 1] : undefined;
 };
 const SNAPSHOT_DIR = strArg('heap-snapshots');
+/** `--sidecar-env K=V,K2=V2`: extra environment for the sidecar's process (an allocator setting, say). */
+const SIDECAR_ENV = Object.fromEntries(
+  (strArg('sidecar-env') ?? '')
+    .split(',')
+    .filter(Boolean)
+    .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
+);
 /** The sidecar its own process: implied by --rounds > 1 or --heap-snapshots (its memory alone is what is asked). */
 const OWN_PROCESS = ROUNDS > 1 || SNAPSHOT_DIR !== undefined || process.argv.includes('--sidecar-process');
+
+/** The resident part of glibc's main heap (the brk segment, /proc/<pid>/smaps `[heap]`): what malloc kept. */
+function brkHeapRss(pid: number): number {
+  const smaps = fs.readFileSync(`/proc/${pid}/smaps`, 'utf8');
+  const m = /\[heap\]\n(?:.*\n)*?Rss:\s+(\d+) kB/.exec(smaps);
+  return m ? Number(m[1]) * 1024 : 0;
+}
 const STREAMS = arg('streams', 100);
 const SEED = arg('seed', 20261202);
 /** 2 by default, so that a fault on leg 2 is continued too; 1 (the gateway's default) ends those explicitly. */
@@ -93,7 +107,7 @@ async function main(): Promise<void> {
   const stack = await startTestStack({
     replicas: 2,
     engine: { faultScope: 'request', tokenIntervalMs: 20 },
-    env: { LOG_LEVEL: 'warn', STALL_IDLE_TIMEOUT_SECONDS: '3', MAX_CONTINUATIONS: String(MAX_CONTINUATIONS) },
+    env: { LOG_LEVEL: 'warn', STALL_IDLE_TIMEOUT_SECONDS: '3', MAX_CONTINUATIONS: String(MAX_CONTINUATIONS), ...SIDECAR_ENV },
     ...(OWN_PROCESS
       ? {
           sidecarProcess: true,
@@ -125,7 +139,7 @@ async function main(): Promise<void> {
   const checkpoint = async (label: string, snapshot: boolean) => {
     const heap = stack.sidecarAdminPort !== undefined ? await heapFigures(stack.sidecarAdminPort) : undefined;
     const line =
-      `  ${label}: sidecar RSS ${mb(rss(pid))} MB, Envoy RSS ${mb(rss(envoyPid))} MB` +
+      `  ${label}: sidecar RSS ${mb(rss(pid))} MB (malloc's brk heap ${mb(brkHeapRss(pid))} MB), Envoy RSS ${mb(rss(envoyPid))} MB` +
       (heap ? `, sidecar heap used ${mb(heap.heapUsed)} of ${mb(heap.heapTotal)} MB, external ${mb(heap.external)} MB` : '');
     // Writing a snapshot takes memory of its own that the process keeps: only before the first round and after
     // the last, so that rounds 1 to 3 compare RSS undisturbed.

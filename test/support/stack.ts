@@ -34,6 +34,8 @@ export interface TestStackOptions {
   productionDefaults?: boolean;
   /** Envoy's heap cap (the overload manager's fixed_heap; default the generator's). */
   maxHeapBytes?: number;
+  /** Envoy's deadline for a client's whole request, body included (the generator's default: 60 s). */
+  requestBodyTimeoutSeconds?: number;
   /** Envoy's OpenTelemetry tracer, exporting to this collector (default off). */
   envoyTracing?: EnvoyTracingOptions;
   /** Run the sidecar as its own process (test/support/sidecar-process.ts); `sidecar` is then undefined. */
@@ -96,6 +98,7 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
     // The sidecar serves grpc.health.v1: Envoy sees it NOT_SERVING while it drains.
     extProcHealthCheck: o.healthCheck ?? 'grpc',
     ...(o.maxHeapBytes !== undefined ? { maxHeapBytes: o.maxHeapBytes } : {}),
+    ...(o.requestBodyTimeoutSeconds !== undefined ? { requestBodyTimeoutSeconds: o.requestBodyTimeoutSeconds } : {}),
     ...(o.envoyTracing ? { tracing: o.envoyTracing } : {}),
   }).catch(async (e) => {
     await closeEngines();

@@ -74,7 +74,7 @@ function relayHooks(out: Buffer[]): LegHooks {
   let sawFinish = false;
   const quiet: any = { warn() {}, info() {}, debug() {}, error() {} };
   return {
-    metrics: { malformedEvent() {}, droppedAfterFinish() {} },
+    metrics: { malformedEvent() {}, droppedAfterFinish() {}, engineCommentsDropped() {} },
     log: quiet,
     leg: 1,
     isGone: () => false,
