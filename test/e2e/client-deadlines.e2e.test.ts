@@ -76,6 +76,15 @@ test('stalled bodies and bodies at one byte a second: 408, closed, and no engine
   expectOneCompleteStream(await postChat(stack.url, chatBody(), SIZE));
 }, 90_000);
 
+test("the deadline is the request's only: an answer that starts after it, or lasts longer than it, is untouched", async () => {
+  // The timer is disarmed once the request went on whole (Envoy: "the last byte of the request is sent
+  // upstream"), not when the answer ends: 6 s of answer (300 tokens at 20 ms) and an answer 4 s late pass.
+  const long = await postChat(stack.url, chatBody(), { 'x-fake-answer-tokens': '0,300', 'x-fake-token-ms': '20' });
+  expectOneCompleteStream(long);
+  const late = await postChat(stack.url, chatBody(), { ...SIZE, 'x-fake-fault': 'slow@4000' });
+  expectOneCompleteStream(late);
+}, 60_000);
+
 test('a 10 KB X-Request-Id: served; Envoy logs its first 128 characters and the cut marker, the sidecar its head and length', async () => {
   const id = `req-${'a'.repeat(10 * 1024)}`;
   const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id });

@@ -217,7 +217,7 @@ function checkTier(name: string, tier: UpstreamHost[] | undefined): asserts tier
  * A client-controlled value in the access log, cut to `max` characters with CUT_MARKER after it when it was
  * longer (issue 39: a 10 KB X-Request-Id was copied verbatim onto every line). Envoy's `:Z` cuts silently; the
  * marker comes from a CEL expression (the CEL formatter is always compiled in; measured on Envoy 1.40,
- * docs/envoy.md (m)). `cel` reads the same value as `command` does.
+ * docs/envoy.md (o)). `cel` reads the same value as `command` does.
  */
 function bounded(command: string, cel: string, max: number): string {
   return `${command}:${max}%%CEL(size(${cel}) > ${max} ? '${CUT_MARKER}' : '')%`;
@@ -526,7 +526,7 @@ function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
               stream_idle_timeout: idleTimeout,
               // The client's whole request, body included: 408 past it. Envoy disarms this timer once the last
               // byte of the request went on (to the chat hop or the router) or the response began, so an LLM
-              // answer of any length is not affected (measured on Envoy 1.40: docs/envoy.md (m)).
+              // answer of any length is not affected (measured on Envoy 1.40: docs/envoy.md (n)).
               request_timeout: secs(o.requestBodyTimeoutSeconds ?? DEFAULT_REQUEST_BODY_TIMEOUT_SECONDS),
               // From its first byte, a request has this long to complete its headers; then Envoy answers 408 and
               // closes (10 s: Envoy's edge best-practice value; a real client sends them at once). docs/envoy.md (k).
