@@ -66,9 +66,12 @@ export class LegReader implements LegBodySink {
     for (;;) {
       if (this.fenced) return { type: 'end' };
       if (this.queue.length) {
-        // One chunk's events at a time: a read hands over at most one chunk's worth (a chunk of tiny events,
-        // `data:` lines without data say, is thousands of them), the rest stays queued for the next read.
-        const events = this.parser.push(this.takeOne());
+        let events: SseEvent[] = [];
+        for (const c of this.takeQueued()) {
+          const got = this.parser.push(c);
+          if (events.length === 0) events = got;
+          else for (const e of got) events.push(e);
+        }
         if (events.length) return { type: 'events', events };
         // An "event" that never ends is not SSE: bounded memory, treated like a broken connection.
         if (this.parser.bufferedBytes > MAX_PARTIAL_EVENT_BYTES)
@@ -95,14 +98,6 @@ export class LegReader implements LegBodySink {
       if (this.ended) return { type: 'end' };
       await this.waitForChunk(0);
     }
-  }
-
-  /** Hands over the first queued chunk (counted); below the high-water mark the upstream socket flows again. */
-  private takeOne(): Buffer {
-    const c = this.queue.shift() as Buffer;
-    if (this.queue.length < QUEUE_HIGH_WATER) this.body.resume();
-    this.bytes += c.length;
-    return c;
   }
 
   /** Hands over the queued chunks (counted) and lets the upstream socket flow again. */
