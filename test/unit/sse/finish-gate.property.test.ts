@@ -4,6 +4,7 @@
 // src/sse/finish-gate.ts) carries at most one finish_reason, a known one, nothing of substance after it, and at
 // most one [DONE], last. A small generator of our own (a seeded PRNG): no property-testing dependency.
 import { KNOWN_FINISH_REASONS } from '../../../src/sse/finish-reason';
+import { KEEP_ALIVE_INTERVAL_MS, keepAliveDue } from '../../../src/sse/keep-alives';
 import { SseParser } from '../../../src/sse/parser';
 import { type LegHooks, type LegOutcome, type Outgoing, readLeg } from '../../../src/stream/leg-loop';
 import type { LegBodySink } from '../../../src/upstream/leg-body';
@@ -165,5 +166,13 @@ describe('finish gate, over 3,000 generated engine streams', () => {
     expect(tally.failed).toBeGreaterThan(500);
     expect(tally.malformed).toBeGreaterThan(200);
     expect(tally.dropped).toBeGreaterThan(300);
+  });
+});
+
+describe('keepAliveDue', () => {
+  it('the first comment, then one per interval', () => {
+    expect(keepAliveDue(null, 0)).toBe(true);
+    expect(keepAliveDue(1000, 1000 + KEEP_ALIVE_INTERVAL_MS - 1)).toBe(false);
+    expect(keepAliveDue(1000, 1000 + KEEP_ALIVE_INTERVAL_MS)).toBe(true);
   });
 });
