@@ -30,17 +30,23 @@ export function smallInt(v: unknown, max = 1_000_000): string {
 /** Ids and names as systems make them (UUIDs, `chatcmpl-…`, `Qwen/Qwen3-32B`, `127.0.0.1:8000`, `fp_…`). */
 const IDENTIFIER = /^[A-Za-z0-9][A-Za-z0-9._:/@+=~-]*$/;
 const PLACEHOLDER = /^<(string \d+|[a-z]+)>$/;
+/** What an identifier longer than MAX_LOG_IDENTIFIER becomes: its head, then the marker with its length. */
+const CUT_IDENTIFIER = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:/@+=~-]{0,${MAX_LOG_IDENTIFIER - 1}}\\.\\.\\.\\[cut \\d+\\]$`);
 
 /**
- * An identifier as it is when it looks like one (at most MAX_LOG_IDENTIFIER characters of the set above: no
- * spaces, quotes or control characters, so no sentence and no injected line), else what it was (`<string 6012>`).
+ * An identifier as it is when it looks like one (the set above: no spaces, quotes or control characters, so no
+ * sentence and no injected line), cut after MAX_LOG_IDENTIFIER characters with the cut visible
+ * (`req-aaaa...[cut 10240]`: a 10 KB X-Request-Id still greps by its head, issue 39); else what it was
+ * (`<string 6012>`).
  */
 export function identifier(v: unknown): unknown {
   if (v === null || v === undefined || typeof v === 'number' || typeof v === 'boolean') return v;
-  // Placeholders pass unchanged: the logger applies this twice (to the record, then as pino's serializer).
-  if (typeof v === 'string')
-    return (v.length <= MAX_LOG_IDENTIFIER && IDENTIFIER.test(v)) || PLACEHOLDER.test(v) ? v : `<string ${v.length}>`;
-  return `<${jsonType(v)}>`;
+  if (typeof v !== 'string') return `<${jsonType(v)}>`;
+  // Placeholders and cut identifiers pass unchanged: the logger applies this twice (to the record, then as
+  // pino's serializer).
+  if (PLACEHOLDER.test(v) || (v.length <= MAX_LOG_IDENTIFIER + 24 && CUT_IDENTIFIER.test(v))) return v;
+  if (!IDENTIFIER.test(v)) return `<string ${v.length}>`;
+  return v.length <= MAX_LOG_IDENTIFIER ? v : `${v.slice(0, MAX_LOG_IDENTIFIER)}...[cut ${v.length}]`;
 }
 
 /** Fields of a record that name something a client or an engine chose; they are logged only as identifiers. */

@@ -63,6 +63,17 @@ export class Metrics {
     help: 'Malformed SSE events skipped.',
     registers: [this.registry],
   });
+  private readonly afterFinish: Counter<'after'> = new Counter({
+    name: 'continuation_gateway_dropped_after_finish_total',
+    help: "Engine events dropped after a leg's finish_reason (after=finish: content, a second finish, an error) or its [DONE] (after=done).",
+    labelNames: ['after'],
+    registers: [this.registry],
+  });
+  private readonly commentsDropped: Counter = new Counter({
+    name: 'continuation_gateway_engine_comments_dropped_total',
+    help: 'Engine keep-alive comments dropped: a leg relays at most one per 5 s.',
+    registers: [this.registry],
+  });
   private readonly overflows: Counter = new Counter({
     name: 'continuation_gateway_hold_limit_total',
     help: 'Held output (tool call, structured output) over MAX_HELD_BYTES, delivered unbuffered.',
@@ -154,6 +165,8 @@ export class Metrics {
     for (const reason of INTERRUPTION_REASONS) this.interruptionEvents.inc({ reason }, 0);
     for (const reason of REFUSAL_REASONS) for (const phase of PHASES) this.refusals.inc({ reason, phase }, 0);
     for (const what of ['tool-call', 'structured-output']) this.overflows.inc({ what }, 0);
+    for (const after of ['finish', 'done']) this.afterFinish.inc({ after }, 0);
+    this.commentsDropped.inc(0);
   }
 
   /** Scope decision: 'originated', or 'passthrough:<reason>'. */
@@ -183,6 +196,16 @@ export class Metrics {
 
   malformedEvent(): void {
     this.malformed.inc();
+  }
+
+  /** An engine event after the leg's finish_reason or [DONE], dropped (src/sse/finish-gate.ts). */
+  droppedAfterFinish(after: 'finish' | 'done'): void {
+    this.afterFinish.inc({ after });
+  }
+
+  /** Engine comments dropped (coalesced keep-alives, src/sse/keep-alives.ts). */
+  engineCommentsDropped(n: number): void {
+    if (n > 0) this.commentsDropped.inc(n);
   }
 
   bufferOverflow(what: 'tool-call' | 'structured-output'): void {

@@ -2,6 +2,7 @@
 // is `unknown` until a guard here has looked at it: hand-written guards rather than a schema library, because
 // they run once per relayed event and read a handful of fields of a larger object (docs/performance.md,
 // "Reading a chunk", measures them against a zod schema of the same fields on the same chunks).
+import { checkFinishReason, type MalformedFinish } from '../sse/finish-reason';
 import { isObject, type JsonObject, type ReasoningField } from './chat';
 
 /** What the gateway reads of choice 0 of a chunk (requests with n > 1 are out of scope). */
@@ -12,10 +13,20 @@ export interface ChoiceZero {
   readonly content: string;
   /** The delta's tool calls, when it has any. */
   readonly toolCalls: readonly unknown[] | null;
+  /** A finish_reason that is one of the engines' strings (src/sse/finish-reason.ts), else null ... */
   readonly finishReason: string | null;
+  /** ... and what kind of value it was when it was present and is not (then finishReason is null). */
+  readonly malformedFinish: MalformedFinish | null;
 }
 
-const NO_CHOICE: ChoiceZero = Object.freeze({ reasoning: '', reasoningField: null, content: '', toolCalls: null, finishReason: null });
+const NO_CHOICE: ChoiceZero = Object.freeze({
+  reasoning: '',
+  reasoningField: null,
+  content: '',
+  toolCalls: null,
+  finishReason: null,
+  malformedFinish: null,
+});
 
 /** The choice with index 0 (an absent index counts as 0). */
 export function choiceZero(choices: unknown): JsonObject | undefined {
@@ -32,10 +43,12 @@ export function readChoiceZero(chunk: JsonObject): ChoiceZero {
   const choice = choiceZero(chunk.choices);
   if (!choice) return NO_CHOICE;
   const d = choice.delta;
-  const finishReason = typeof choice.finish_reason === 'string' ? choice.finish_reason : null;
+  const finish = checkFinishReason(choice.finish_reason);
+  const finishReason = finish.kind === 'finish' ? finish.reason : null;
+  const malformedFinish = finish.kind === 'malformed' ? finish.what : null;
   // A text_completion chunk (/v1/completions) carries its text in the choice itself: content, as the client has it.
-  if (!isObject(d) && typeof choice.text === 'string') return { ...NO_CHOICE, content: choice.text, finishReason };
-  if (!isObject(d)) return finishReason === null ? NO_CHOICE : { ...NO_CHOICE, finishReason };
+  if (!isObject(d) && typeof choice.text === 'string') return { ...NO_CHOICE, content: choice.text, finishReason, malformedFinish };
+  if (!isObject(d)) return finish.kind === 'none' ? NO_CHOICE : { ...NO_CHOICE, finishReason, malformedFinish };
   const field: ReasoningField | null =
     typeof d.reasoning_content === 'string' ? 'reasoning_content' : typeof d.reasoning === 'string' ? 'reasoning' : null;
   return {
@@ -44,6 +57,7 @@ export function readChoiceZero(chunk: JsonObject): ChoiceZero {
     content: typeof d.content === 'string' ? d.content : '',
     toolCalls: Array.isArray(d.tool_calls) && d.tool_calls.length > 0 ? d.tool_calls : null,
     finishReason,
+    malformedFinish,
   };
 }
 

@@ -16,6 +16,7 @@ const WORDS: Record<string, string> = {
   reset: 'reset',
   'error-event': 'error event',
   'abort-finish': 'aborted',
+  'malformed-finish': 'malformed finish_reason',
   stall: 'stalled',
   'stall-limit': 'stalled too long',
   'first-delta-timeout': 'no first token in time',

@@ -10,6 +10,7 @@ export type FailureKind =
   | 'eof' // clean end of body without finish_reason
   | 'error-event' // in-band {"error": ...}
   | 'abort-finish' // finish_reason "abort"
+  | 'malformed-finish' // a finish_reason that is none of the engines' strings (src/sse/finish-reason.ts)
   | 'stall' // no bytes for STALL_IDLE_TIMEOUT_SECONDS while something is recoverable
   | 'stall-limit' // silent for MAX_STALL_SECONDS in total
   | 'first-delta-timeout' // FIRST_DELTA_TIMEOUT_SECONDS elapsed without a delta (one attempt)

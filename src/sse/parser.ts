@@ -8,6 +8,12 @@
 // Follows the WHATWG event-stream rules that matter here: lines end with CRLF, LF or CR; an empty line ends
 // an event; lines starting with ':' are comments; `data:` lines are joined with '\n'; one leading space after
 // the colon is dropped.
+//
+// `boundedNonEvents` (the leg reader's setting, issue 39): what carries no event costs no memory per byte. An
+// engine may write keep-alive comments or blank lines as fast as it can: of the comment-only events one push
+// completes, only the first is returned (the others are skipped and counted), and blank lines before an event's
+// first field are dropped, not kept to ride along with it. Without it every byte is returned (the raw of the
+// events reproduces the input).
 
 export interface SseEvent {
   /** The exact bytes of the event, blank line included. Concatenating every raw reproduces the input. */
@@ -28,6 +34,13 @@ export class SseParser {
   private eventStart = 0;
   private scanFrom = 0;
   private buf: Buffer = Buffer.alloc(0);
+  /** The current event has a line that is not a comment. */
+  private sawNonComment = false;
+  /** Comment-only events skipped, and stray blank-line bytes dropped (boundedNonEvents). */
+  commentsSkipped = 0;
+  strayBytesDropped = 0;
+
+  constructor(private readonly boundedNonEvents = false) {}
 
   /** Bytes received but not yet part of a complete event. */
   get bufferedBytes(): number {
@@ -41,6 +54,7 @@ export class SseParser {
     this.eventStart = 0;
     const events: SseEvent[] = [];
     const buf = this.buf;
+    let commentReturned = false;
     let lineStart = this.scanFrom;
     let i = this.scanFrom;
     // Engines end lines with LF: then the next line break is found natively (memchr), not byte by byte.
@@ -67,7 +81,17 @@ export class SseParser {
       }
       const ended = this.onLine(buf, lineStart, i);
       if (ended) {
-        events.push(this.finishEvent(buf.subarray(this.eventStart, next)));
+        if (this.boundedNonEvents && !this.sawNonComment && commentReturned) {
+          this.commentsSkipped++;
+          this.finishEvent(undefined);
+        } else {
+          commentReturned ||= !this.sawNonComment;
+          events.push(this.finishEvent(buf.subarray(this.eventStart, next)) as SseEvent);
+        }
+        this.eventStart = next;
+      } else if (this.boundedNonEvents && !this.sawField) {
+        // A blank line before any field: nothing to keep.
+        this.strayBytesDropped += next - this.eventStart;
         this.eventStart = next;
       }
       lineStart = next;
@@ -86,6 +110,7 @@ export class SseParser {
     this.dataLines = [];
     this.eventName = undefined;
     this.sawField = false;
+    this.sawNonComment = false;
     return rest;
   }
 
@@ -95,6 +120,7 @@ export class SseParser {
     if (start === end) return this.sawField;
     this.sawField = true;
     if (buf[start] === 0x3a /* ':' */) return false;
+    this.sawNonComment = true;
     // Fast path for the line every chunk has: decode only the value of `data:` / `data: `.
     if (
       end - start > 4 &&
@@ -119,13 +145,18 @@ export class SseParser {
     return false;
   }
 
-  private finishEvent(raw: Buffer): SseEvent {
+  /** The event that ended (undefined raw: skipped, only the state is reset). */
+  private finishEvent(raw: Buffer | undefined): SseEvent | undefined {
     const lines = this.dataLines;
-    const data = lines.length === 0 ? null : lines.length === 1 ? lines[0] : lines.join('\n');
-    const ev: SseEvent = this.eventName === undefined ? { raw, data } : { raw, data, event: this.eventName };
-    this.dataLines = [];
+    let ev: SseEvent | undefined;
+    if (raw !== undefined) {
+      const data = lines.length === 0 ? null : lines.length === 1 ? lines[0] : lines.join('\n');
+      ev = this.eventName === undefined ? { raw, data } : { raw, data, event: this.eventName };
+    }
+    if (lines.length > 0) this.dataLines = [];
     this.eventName = undefined;
     this.sawField = false;
+    this.sawNonComment = false;
     return ev;
   }
 }

@@ -8,6 +8,7 @@
 import type { JsonObject, ReasoningField } from '../openai/chat';
 import { readChoiceZero, toolCallText } from '../openai/chunk';
 import { type CharCounts, charCounts, estimateFromCounts } from '../recovery/token-estimate';
+import type { MalformedFinish } from './finish-reason';
 
 import type { SseEvent } from './parser';
 
@@ -32,6 +33,8 @@ export interface ObservedEvent {
   /** The field the reasoning came in (null: none), and choice 0's tool calls (null: none). */
   readonly reasoningField: ReasoningField | null;
   readonly toolCalls: readonly unknown[] | null;
+  /** A finish_reason that is none of the engines' strings (finishReason is then null): the leg failed. */
+  readonly malformedFinish?: MalformedFinish | null;
 }
 
 /** One allocation per event, one shape for V8 (the hottest object the relay creates). */
@@ -47,6 +50,7 @@ class Observed implements ObservedEvent {
     readonly usage: boolean,
     readonly reasoningField: ReasoningField | null = null,
     readonly toolCalls: readonly unknown[] | null = null,
+    readonly malformedFinish: MalformedFinish | null = null,
   ) {
     this.hasDelta = reasoning !== '' || content !== '' || toolCall;
   }
@@ -138,6 +142,9 @@ export class StreamTracker {
   static read(ev: SseEvent): ObservedEvent {
     const data = ev.data;
     if (data === null) return OTHER;
+    // `data:` with nothing after it: malformed without the cost of a thrown SyntaxError (an engine may send
+    // millions of them: issue 39).
+    if (data.length === 0) return MALFORMED;
     // JSON.parse tolerates surrounding whitespace; only [DONE] needs the trimmed form.
     if (data.length < 16 && data.trim() === '[DONE]') return DONE;
     let json: JsonObject;
@@ -159,7 +166,18 @@ export class StreamTracker {
     // Only choice index 0 is tracked: requests with n > 1 are out of scope.
     const c = readChoiceZero(json);
     const usage = json.usage != null && typeof json.usage === 'object';
-    return new Observed('chunk', json, c.reasoning, c.content, c.toolCalls !== null, c.finishReason, usage, c.reasoningField, c.toolCalls);
+    return new Observed(
+      'chunk',
+      json,
+      c.reasoning,
+      c.content,
+      c.toolCalls !== null,
+      c.finishReason,
+      usage,
+      c.reasoningField,
+      c.toolCalls,
+      c.malformedFinish,
+    );
   }
 
   /** Folds an observed event into the accumulated state (call only for events the client will get). */

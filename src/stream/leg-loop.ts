@@ -8,6 +8,8 @@
 import type { Logger } from '../obs/logger';
 import type { Metrics } from '../obs/metrics';
 import type { FailureKind, SilenceDecision } from '../recovery/planner';
+import { gateEvent, type LegFinishState } from '../sse/finish-gate';
+import { keepAliveDue } from '../sse/keep-alives';
 import type { SseEvent } from '../sse/parser';
 import { type ObservedEvent, StreamTracker } from '../sse/tracker';
 import type { LegReader } from '../upstream/leg-reader';
@@ -52,7 +54,7 @@ export interface Silence {
 }
 
 export interface LegHooks {
-  readonly metrics: Pick<Metrics, 'malformedEvent'>;
+  readonly metrics: Pick<Metrics, 'malformedEvent' | 'droppedAfterFinish' | 'engineCommentsDropped'>;
   readonly log: Logger;
   readonly leg: 1 | 2;
   isGone(): boolean;
@@ -87,6 +89,7 @@ async function finishLeg(h: LegHooks, how: FinishedHow): Promise<LegOutcome> {
 
 export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcome> {
   const silence = new SilenceCount();
+  const after = new AfterFinish(h);
   let first = true;
   try {
     for (;;) {
@@ -106,11 +109,12 @@ export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcom
         h.onFirstBytes?.();
       }
       silence.eventsArrived();
-      const ended = await onEvents(h, r.events);
+      const ended = await onEvents(h, r.events, after);
       if (ended) return ended;
     }
   } finally {
     reader.fence();
+    h.metrics.engineCommentsDropped(after.commentsDropped + reader.commentsSkipped);
   }
 }
 
@@ -172,8 +176,48 @@ async function onEnd(reader: LegReader, h: LegHooks, r: { type: 'end' } | { type
   return h.failed(r.type === 'end' ? 'eof' : 'reset', detail);
 }
 
+/**
+ * What a leg relayed of its end (a finish, [DONE]), for the finish gate (src/sse/finish-gate.ts), and what it
+ * dropped after it: counted per event, logged once per leg (an engine may send any number of them).
+ */
+class AfterFinish implements LegFinishState {
+  done = false;
+  private dropped = 0;
+  /** Engine comments: when one was last relayed, how many were dropped (src/sse/keep-alives.ts). */
+  private commentRelayedAt: number | null = null;
+  commentsDropped = 0;
+  /** Malformed events are counted each, logged once per leg (an engine may send any number). */
+  malformedLogged = false;
+  constructor(private readonly h: LegHooks) {}
+
+  get finished(): boolean {
+    return this.h.finished();
+  }
+
+  /** A comment arrived: relayed (true) or dropped, at most one per KEEP_ALIVE_INTERVAL_MS. */
+  relayComment(): boolean {
+    const now = Date.now();
+    if (!keepAliveDue(this.commentRelayedAt, now)) {
+      this.commentsDropped++;
+      return false;
+    }
+    this.commentRelayedAt = now;
+    return true;
+  }
+
+  drop(after: 'finish' | 'done', ev: SseEvent, o: ObservedEvent): void {
+    this.h.metrics.droppedAfterFinish(after);
+    if (this.dropped++ > 0) return;
+    const record = { decision: 'DROPPED_AFTER_FINISH', leg: this.h.leg, after, kind: o.kind, bytes: ev.raw.length };
+    this.h.log.warn(
+      record,
+      `engine event after the leg's ${after === 'done' ? '[DONE]' : 'finish_reason'} dropped (later ones counted only)`,
+    );
+  }
+}
+
 /** One read's events: what the client gets of them is delivered; a failing event ends the leg (returned). */
-async function onEvents(h: LegHooks, events: readonly SseEvent[]): Promise<LegFailure | undefined> {
+async function onEvents(h: LegHooks, events: readonly SseEvent[], after: AfterFinish): Promise<LegFailure | undefined> {
   const out: Outgoing[] = [];
   const endWith = async (f: LegFailure) => {
     // What came before the failing event in this read still belongs to the client.
@@ -185,9 +229,22 @@ async function onEvents(h: LegHooks, events: readonly SseEvent[]): Promise<LegFa
     if (o.kind === 'malformed') {
       h.metrics.malformedEvent();
       out.push({ bytes: NO_BYTES, events: [o] }); // counted in the request's record, never sent
-      h.log.warn({ decision: 'MALFORMED_EVENT', leg: h.leg, bytes: ev.raw.length }, 'malformed SSE event skipped');
+      if (!after.malformedLogged)
+        h.log.warn(
+          { decision: 'MALFORMED_EVENT', leg: h.leg, bytes: ev.raw.length },
+          'malformed SSE event skipped (later ones counted only)',
+        );
+      after.malformedLogged = true;
       continue;
     }
+    if (o.kind === 'other' && !after.done && !after.relayComment()) continue;
+    const gate = gateEvent(o, after);
+    if (gate === 'malformed-finish') return await endWith(h.failed('malformed-finish', `finish_reason:${o.malformedFinish}`));
+    if (gate === 'after-finish' || gate === 'after-done') {
+      after.drop(gate === 'after-done' ? 'done' : 'finish', ev, o);
+      continue;
+    }
+    if (o.kind === 'done') after.done = true;
     const failure: FailureKind | null =
       o.kind === 'error' ? 'error-event' : o.kind === 'chunk' && o.finishReason === 'abort' ? 'abort-finish' : null;
     if (failure) return await endWith(h.failed(failure, undefined, ev.raw));

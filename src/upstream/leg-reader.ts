@@ -21,7 +21,8 @@ const QUEUE_HIGH_WATER = 16;
 export type LegRead = { type: 'events'; events: SseEvent[] } | { type: 'idle' } | { type: 'end' } | { type: 'reset'; error: unknown };
 
 export class LegReader implements LegBodySink {
-  private readonly parser = new SseParser();
+  /** Comments and blank lines cost no memory per byte (issue 39: an engine flooding keep-alives). */
+  private readonly parser = new SseParser(true);
   private queue: Buffer[] = [];
   private ended = false;
   private failure: { error: unknown } | null = null;
@@ -123,6 +124,11 @@ export class LegReader implements LegBodySink {
       const timer = timeoutMs > 0 ? setTimeout(() => setImmediate(() => this.wake === wake && this.notify(true)), timeoutMs) : undefined;
       this.wake = wake;
     });
+  }
+
+  /** Comment-only events the parser skipped (at most one per chunk is read: src/sse/keep-alives.ts). */
+  get commentsSkipped(): number {
+    return this.parser.commentsSkipped;
   }
 
   /** Bytes of an event that the leg never finished (dropped, never delivered). */

@@ -16,8 +16,9 @@ export interface SidecarProcess {
 
 const MAIN = path.resolve(__dirname, '../../src/main.js');
 
-export function startSidecarProcess(env: Record<string, string>, logSink: Writable): Promise<SidecarProcess> {
-  const child = spawn(process.execPath, [MAIN], {
+/** `nodeFlags`: V8/Node flags before the script (the soak's `--heapsnapshot-signal`, `--diagnostic-dir`). */
+export function startSidecarProcess(env: Record<string, string>, logSink: Writable, nodeFlags: string[] = []): Promise<SidecarProcess> {
+  const child = spawn(process.execPath, [...nodeFlags, MAIN], {
     // Only what is given: an OTEL_* variable of the shell running jest must not reach the sidecar under test.
     env: { PATH: process.env.PATH ?? '', ...env, WORKERS: '1', PORT: '0', ADMIN_PORT: '0' },
     stdio: ['ignore', 'pipe', 'pipe'],

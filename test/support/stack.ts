@@ -34,10 +34,14 @@ export interface TestStackOptions {
   productionDefaults?: boolean;
   /** Envoy's heap cap (the overload manager's fixed_heap; default the generator's). */
   maxHeapBytes?: number;
+  /** Envoy's deadline for a client's whole request, body included (the generator's default: 60 s). */
+  requestBodyTimeoutSeconds?: number;
   /** Envoy's OpenTelemetry tracer, exporting to this collector (default off). */
   envoyTracing?: EnvoyTracingOptions;
   /** Run the sidecar as its own process (test/support/sidecar-process.ts); `sidecar` is then undefined. */
   sidecarProcess?: boolean;
+  /** Node flags for the sidecar's own process (with `sidecarProcess`). */
+  sidecarNodeFlags?: string[];
 }
 
 export interface TestStack {
@@ -45,6 +49,10 @@ export interface TestStack {
   engines: FakeEngine[];
   continuationEngine?: FakeEngine;
   sidecar?: Sidecar;
+  /** The sidecar's process id, with `sidecarProcess`. */
+  sidecarPid?: number;
+  /** The sidecar's admin port (/metrics), with `sidecarProcess`. */
+  sidecarAdminPort?: number;
   envoy: RunningEnvoy;
   logs: any[];
   /** Log records with a given decision (TRIGGERED, ATTEMPT, ...) or event. */
@@ -91,6 +99,7 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
     // The sidecar serves grpc.health.v1: Envoy sees it NOT_SERVING while it drains.
     extProcHealthCheck: o.healthCheck ?? 'grpc',
     ...(o.maxHeapBytes !== undefined ? { maxHeapBytes: o.maxHeapBytes } : {}),
+    ...(o.requestBodyTimeoutSeconds !== undefined ? { requestBodyTimeoutSeconds: o.requestBodyTimeoutSeconds } : {}),
     ...(o.envoyTracing ? { tracing: o.envoyTracing } : {}),
   }).catch(async (e) => {
     await closeEngines();
@@ -114,7 +123,7 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
         LOG_LEVEL: o.env?.LOG_LEVEL ?? 'debug',
       };
       if (o.sidecarProcess) {
-        sidecarProc = await startSidecarProcess(sidecarEnv, sink);
+        sidecarProc = await startSidecarProcess(sidecarEnv, sink, o.sidecarNodeFlags);
         envoy.setExtProcEndpoint('127.0.0.1', sidecarProc.port);
       } else {
         const config = loadConfig(sidecarEnv);
@@ -150,6 +159,8 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
     engines,
     continuationEngine,
     sidecar,
+    sidecarPid: sidecarProc?.pid,
+    sidecarAdminPort: sidecarProc?.adminPort,
     envoy,
     logs,
     records,

@@ -32,7 +32,25 @@ export type FaultKind =
   /** `200 text/event-stream` and a clean end of the body, without a single event. */
   | 'empty'
   /** The answer as usual, but its usage chunk counts negative tokens. */
-  | 'negative-usage';
+  | 'negative-usage'
+  /** At the index, a finish chunk whose finish_reason is the number 42, then `[DONE]` and the end (issue 39). */
+  | 'finish-number'
+  /** At the index, a finish chunk whose finish_reason is SGLang's internal object `{"type":"stop"}`, then `[DONE]`. */
+  | 'finish-object'
+  /** At the index, a finish chunk (`stop`), then the rest of the answer and its own finish: two finishes. */
+  | 'finish-twice'
+  /**
+   * `flood@N:<what>:<ms>`: at the index, for ms, as fast as the reader takes them (the engine waits for its
+   * socket to drain, as uvicorn does): `comment` (`:\n\n`), `empty-data` (`data:\n\n`, an event whose data is
+   * empty) or `data-lines` (`data:\n`, lines of one event that never ends); then the rest of the answer.
+   */
+  | 'flood'
+  /** `bigline@N:<bytes>`: at the index, `data: ` and bytes of `x` without a newline, then the end of the body. */
+  | 'bigline';
+
+/** What a flood writes, over and over (see `flood`). */
+export const FLOODS = { comment: ':\n\n', 'empty-data': 'data:\n\n', 'data-lines': 'data:\n' } as const;
+export type FloodKind = keyof typeof FLOODS;
 
 export interface Fault {
   kind: FaultKind;
@@ -46,9 +64,23 @@ export interface Fault {
   status?: number;
   /** status: the Retry-After (delay-seconds) sent with it (`status@503:2`), if any. */
   retryAfter?: number;
+  /** flood: what it writes; bigline: how many bytes (in `ms`'s place: a size, not a time). */
+  flood?: FloodKind;
 }
 
-const AT_KINDS = new Set<FaultKind>(['crash', 'fin', 'eof', 'stall', 'error', 'abort', 'malformed', 'done']);
+const AT_KINDS = new Set<FaultKind>([
+  'crash',
+  'fin',
+  'eof',
+  'stall',
+  'error',
+  'abort',
+  'malformed',
+  'done',
+  'finish-number',
+  'finish-object',
+  'finish-twice',
+]);
 
 /** Parses one spec; throws on anything unknown so a typo in a test fails loudly instead of passing. */
 export function parseFault(spec: string): Fault {
@@ -68,6 +100,14 @@ export function parseFault(spec: string): Fault {
   if (kind === 'trickle') {
     const tm = /^(\d+)(?::(\d+))?$/.exec(arg);
     if (tm) return { kind, spec: s, at: Number(tm[1]), ms: tm[2] === undefined ? 200 : Number(tm[2]) };
+  }
+  if (kind === 'flood') {
+    const fm = /^(\d+):(comment|empty-data|data-lines):(\d+)$/.exec(arg);
+    if (fm) return { kind, spec: s, at: Number(fm[1]), flood: fm[2] as FloodKind, ms: Number(fm[3]) };
+  }
+  if (kind === 'bigline') {
+    const bm = /^(\d+):(\d+)$/.exec(arg);
+    if (bm) return { kind, spec: s, at: Number(bm[1]), ms: Number(bm[2]) };
   }
   if (kind === 'stall') {
     const sm = /^(\d+)(?::(\d+))?$/.exec(arg);

@@ -7,7 +7,7 @@
 // buffer is full: a client that stops reading stops the generation instead of growing our buffers.
 import { type ChunkContext, finishChunk, roleChunk, tokenChunk, usageChunk } from './dialect';
 import type { Exchange } from './exchange';
-import type { Fault } from './faults';
+import { type Fault, FLOODS } from './faults';
 import { type Plan, reasoningTokenCount } from './plan';
 import { completionFinishChunk, completionTokenChunk, completionUsageChunk, completionUsageObject } from './text-completion';
 
@@ -108,7 +108,22 @@ export class StreamRun {
   }
 
   private atIndexFault(f: Fault): boolean {
-    return ['crash', 'fin', 'eof', 'stall', 'error', 'abort', 'malformed', 'done', 'trickle'].includes(f.kind);
+    return [
+      'crash',
+      'fin',
+      'eof',
+      'stall',
+      'error',
+      'abort',
+      'malformed',
+      'done',
+      'trickle',
+      'finish-number',
+      'finish-object',
+      'finish-twice',
+      'flood',
+      'bigline',
+    ].includes(f.kind);
   }
 
   /** Returns true when the stream goes on writing tokens in this same step. */
@@ -140,6 +155,24 @@ export class StreamRun {
       case 'done':
         this.ex.end('data: [DONE]\n\n');
         return false;
+      case 'finish-number':
+      case 'finish-object': {
+        const chunk = finishChunk(this.s.ctx, 'stop') as { choices: Record<string, unknown>[] };
+        chunk.choices[0].finish_reason = f.kind === 'finish-number' ? 42 : { type: 'stop' };
+        this.event(chunk);
+        this.ex.end('data: [DONE]\n\n');
+        return false;
+      }
+      case 'finish-twice':
+        this.event(finishChunk(this.s.ctx, 'stop'));
+        return true;
+      case 'flood':
+        this.flood(FLOODS[f.flood ?? 'comment'], Date.now() + (f.ms ?? 0));
+        return false;
+      case 'bigline':
+        this.ex.write('data: ');
+        this.ex.end('x'.repeat(f.ms ?? 0));
+        return false;
       case 'trickle': {
         this.ex.write('data: {"id":"x", ');
         const drip = () => {
@@ -153,6 +186,14 @@ export class StreamRun {
       default:
         return true;
     }
+  }
+
+  /** Writes `what` until `until`, a step's worth at a time, waiting for the socket to drain; then the answer goes on. */
+  private flood(what: string, until: number): void {
+    if (this.ex.closed) return;
+    if (Date.now() >= until) return void this.step();
+    this.ex.write(what.repeat(Math.max(1, Math.floor(16384 / what.length))));
+    this.ex.whenDrained(() => setImmediate(() => this.flood(what, until)));
   }
 
   private finish(): void {

@@ -110,7 +110,27 @@ export interface EnvoyConfigOptions {
   chatHop?: boolean;
   /** Envoy's OpenTelemetry tracer on every HTTP connection manager, exporting to this collector (default off). */
   tracing?: EnvoyTracingOptions;
+  /**
+   * The time a client has to send its whole request, body included, from its first byte (the front listener's
+   * request_timeout; default DEFAULT_REQUEST_BODY_TIMEOUT_SECONDS): past it Envoy answers 408 and nothing goes
+   * on to the sidecar or an engine. 0 turns it off.
+   */
+  requestBodyTimeoutSeconds?: number;
 }
+
+/**
+ * A client's whole request, body included, must arrive within this (issue 39): a 10 MB body (images, a long
+ * context) takes 8 s at 10 Mbit/s and 80 s at 1 Mbit/s; a client that stalls its body is cut after it.
+ */
+export const DEFAULT_REQUEST_BODY_TIMEOUT_SECONDS = 60;
+
+/**
+ * The most of a client-controlled value (the request id, the path, the method) one access log line carries:
+ * a UUID is 36 characters, a trace-derived id a few more; a longer one is cut here and ends in CUT_MARKER.
+ */
+export const ACCESS_LOG_VALUE_CHARS = { requestId: 128, path: 256, method: 16 } as const;
+/** What a cut value ends with in the access log, so an operator sees it is not the whole value. */
+export const CUT_MARKER = '...[cut]';
 
 /** The options the checked-in example envoy/envoy.demo.json is rendered from (documented in envoy/README.md). */
 export const DEMO_ENVOY_OPTIONS: EnvoyConfigOptions = Object.freeze({
@@ -201,11 +221,23 @@ function checkTier(name: string, tier: UpstreamHost[] | undefined): asserts tier
 }
 
 /**
+ * A client-controlled value in the access log, cut to `max` characters with CUT_MARKER after it when it was
+ * longer (issue 39: a 10 KB X-Request-Id was copied verbatim onto every line). Envoy's `:Z` cuts silently; the
+ * marker comes from a CEL expression (the CEL formatter is always compiled in; measured on Envoy 1.40,
+ * docs/envoy.md (o)). `cel` reads the same value as `command` does.
+ */
+function bounded(command: string, cel: string, max: number): string {
+  return `${command}:${max}%%CEL(size(${cel}) > ${max} ? '${CUT_MARKER}' : '')%`;
+}
+
+/**
  * Access log line: no header values but the request id, and no bodies (prompts and answers never reach a log),
  * only what tells a failure apart: which listener/route, the request id the sidecar's records carry, status, %RESPONSE_FLAGS% (UF, URX, UH, UC, DC, ...), code details,
- * upstream host, attempts, timing and byte counts. The path is logged without its query string.
+ * upstream host, attempts, timing and byte counts. The path is logged without its query string. What the client
+ * chose (method, path, request id) is cut to ACCESS_LOG_VALUE_CHARS, visibly.
  */
 function accessLog(listener: string): object[] {
+  const n = ACCESS_LOG_VALUE_CHARS;
   return [
     {
       name: 'envoy.access_loggers.stdout',
@@ -214,12 +246,15 @@ function accessLog(listener: string): object[] {
         log_format: {
           text_format_source: {
             inline_string:
-              `[%START_TIME%] ${listener} %REQ(:METHOD)% %REQ_WITHOUT_QUERY(:PATH)% %PROTOCOL% rid=%REQ(X-REQUEST-ID)% ` +
+              `[%START_TIME%] ${listener} ${bounded('%REQ(:METHOD)', 'request.method', n.method)} ` +
+              `${bounded('%REQ_WITHOUT_QUERY(:PATH)', 'request.url_path', n.path)} %PROTOCOL% ` +
+              `rid=${bounded('%REQ(X-REQUEST-ID)', "request.headers['x-request-id']", n.requestId)} ` +
               'code=%RESPONSE_CODE% flags=%RESPONSE_FLAGS% details=%RESPONSE_CODE_DETAILS% ' +
               'route=%ROUTE_NAME% upstream=%UPSTREAM_HOST% attempts=%UPSTREAM_REQUEST_ATTEMPT_COUNT% ' +
               'ttfb_ms=%RESPONSE_DURATION% dur_ms=%DURATION% rx=%BYTES_RECEIVED% tx=%BYTES_SENT%\n',
           },
           // %REQ_WITHOUT_QUERY% is an extension formatter: it keeps API keys passed as ?key= out of logs.
+          // %CEL% needs no entry here: Envoy 1.40 always enables it (and warns when it is configured without cel_config).
           formatters: [{ name: 'envoy.formatter.req_without_query', typed_config: { '@type': T.reqWithoutQuery } }],
         },
       },
@@ -499,8 +534,10 @@ function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
               // A chat stream can be silent for a whole stall budget while the sidecar waits out a stall and
               // fetches leg2; Envoy's default 5 min idle timer, or a shorter one, would cut it first.
               stream_idle_timeout: idleTimeout,
-              // Whole-request timer (0 = off): an LLM answer has no upper bound on duration.
-              request_timeout: '0s',
+              // The client's whole request, body included: 408 past it. Envoy disarms this timer once the last
+              // byte of the request went on (to the chat hop or the router) or the response began, so an LLM
+              // answer of any length is not affected (measured on Envoy 1.40: docs/envoy.md (n)).
+              request_timeout: secs(o.requestBodyTimeoutSeconds ?? DEFAULT_REQUEST_BODY_TIMEOUT_SECONDS),
               // From its first byte, a request has this long to complete its headers; then Envoy answers 408 and
               // closes (10 s: Envoy's edge best-practice value; a real client sends them at once). docs/envoy.md (k).
               request_headers_timeout: '10s',

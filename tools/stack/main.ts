@@ -27,6 +27,7 @@ import { SIDECAR_NODE_FLAGS } from '../../src/config/node-flags';
 import { nextStopLevel, type StopLevel } from '../../src/lifecycle/stop-ladder';
 import { demoConfig } from './demo-config';
 import { ensureEnvoy } from './envoy-binary';
+import { DEFAULT_REQUEST_BODY_TIMEOUT_SECONDS } from './envoy-config';
 import { describeExit, type ManagedChild, type RunningEnvoy, spawnManaged, startEnvoy } from './envoy-process';
 import { formatLine, stackLogFormat } from './log-lines';
 import { watchParent } from './parent-watch';
@@ -68,6 +69,8 @@ async function main(): Promise<number> {
   const envoyLogLevel = env.ENVOY_LOG_LEVEL?.trim() || 'warning';
   // Envoy's memory cap for clients that do not read (tools/stack/envoy-memory.ts; default 384 MiB).
   const envoyMaxHeapMb = env.ENVOY_MAX_HEAP_MB?.trim() ? envNumber(env, 'ENVOY_MAX_HEAP_MB', 384, { int: true, min: 32 }) : undefined;
+  // The time a client has to send its whole request, body included (Envoy's 408 after it; 0 = no limit).
+  const requestBodyTimeoutSeconds = envNumber(env, 'ENVOY_REQUEST_BODY_TIMEOUT_SECONDS', DEFAULT_REQUEST_BODY_TIMEOUT_SECONDS, { min: 0 });
   // Envoy's own OpenTelemetry tracer (tools/stack/envoy-tracing.ts): off unless an OTLP/HTTP collector is named.
   const envoyTracing = envoyTracingFrom(env.ENVOY_OTLP_ENDPOINT);
   // grpc.health.v1 by default: it also sees a draining (NOT_SERVING) or wedged sidecar, which a TCP check cannot.
@@ -259,6 +262,7 @@ async function main(): Promise<number> {
       logLevel: envoyLogLevel,
       ...(envoyMaxHeapMb !== undefined ? { maxHeapBytes: envoyMaxHeapMb * 1024 * 1024 } : {}),
       ...(envoyTracing ? { tracing: envoyTracing } : {}),
+      requestBodyTimeoutSeconds,
       startTimeoutMs,
       onLine: prefixed('envoy'),
     });

@@ -216,6 +216,19 @@ describeHelm('the chart on a first install', () => {
     expect(await sum(['--set', 'model=Qwen/Qwen3-32B', '--set', 'router.service=r.x.svc.cluster.local', '--set', 'replicas=5'])).toBe(base);
   });
 
+  test("envoyRequestBodyTimeoutSeconds sets the front listener's request timeout (60 s by default), and only that", async () => {
+    const timeouts = async (args: string[]) => {
+      const cm = (await docs(args)).find((x) => x.kind === 'ConfigMap' && x.data?.['envoy.json']);
+      const listeners = JSON.parse(cm.data['envoy.json']).static_resources.listeners;
+      return listeners.map((l: any) => [l.name, l.filter_chains?.[0]?.filters?.[0]?.typed_config?.request_timeout]);
+    };
+    const base = await timeouts([]);
+    expect(base.find((x: any) => x[0] === 'front')[1]).toBe('60s');
+    const set = await timeouts(['--set', 'envoyRequestBodyTimeoutSeconds=15']);
+    expect(set.find((x: any) => x[0] === 'front')[1]).toBe('15s');
+    expect(set.filter((x: any) => x[0] !== 'front')).toEqual(base.filter((x: any) => x[0] !== 'front'));
+  });
+
   const drains: [string, string[], { grace: number; drain: string; envoyDrain?: string; proxyDrain?: string }][] = [
     ['kubernetes defaults', [], { grace: 120, drain: '30', envoyDrain: '80' }],
     ['kubernetes, a longer Envoy drain', ['--set', 'envoyDrainSeconds=200'], { grace: 240, drain: '30', envoyDrain: '200' }],

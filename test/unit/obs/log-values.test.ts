@@ -41,7 +41,10 @@ describe('log values: bounded, typed, never text', () => {
     ])
       expect(identifier(id)).toBe(id);
     expect(identifier(SECRET)).toBe(`<string ${SECRET.length}>`);
-    expect(identifier('x'.repeat(129))).toBe('<string 129>');
+    // Longer than 128: its head, the cut visible with the length it had; applied twice, unchanged.
+    expect(identifier('x'.repeat(129))).toBe(`${'x'.repeat(128)}...[cut 129]`);
+    expect(identifier(identifier('r'.repeat(10240)))).toBe(`${'r'.repeat(128)}...[cut 10240]`);
+    expect(identifier(`${'x'.repeat(128)}...[cut 129] more`)).toBe('<string 145>');
     expect(identifier('id\n{"level":"error"}')).toBe('<string 20>');
     expect(identifier(identifier(SECRET))).toBe(`<string ${SECRET.length}>`);
     expect(identifier(['a'])).toBe('<array>');

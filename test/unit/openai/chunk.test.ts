@@ -10,7 +10,14 @@ describe('readChoiceZero', () => {
         { delta: { content: 'mine' }, finish_reason: null },
       ],
     };
-    expect(readChoiceZero(chunk)).toEqual({ reasoning: '', reasoningField: null, content: 'mine', toolCalls: null, finishReason: null });
+    expect(readChoiceZero(chunk)).toEqual({
+      reasoning: '',
+      reasoningField: null,
+      content: 'mine',
+      toolCalls: null,
+      finishReason: null,
+      malformedFinish: null,
+    });
   });
 
   it('names the reasoning field the engine used (SGLang reasoning_content, vLLM reasoning)', () => {
@@ -21,9 +28,26 @@ describe('readChoiceZero', () => {
     expect(readChoiceZero({ choices: [{ delta: { reasoning: 'r' } }] })).toMatchObject({ reasoning: 'r', reasoningField: 'reasoning' });
   });
 
-  it('fields of the wrong type read as absent', () => {
+  it('fields of the wrong type read as absent; a finish_reason of the wrong type is malformed (issue 39)', () => {
     const chunk = { choices: [{ index: 0, delta: { content: 7, reasoning_content: null, tool_calls: 'x' }, finish_reason: 3 }] };
-    expect(readChoiceZero(chunk)).toEqual({ reasoning: '', reasoningField: null, content: '', toolCalls: null, finishReason: null });
+    expect(readChoiceZero(chunk)).toEqual({
+      reasoning: '',
+      reasoningField: null,
+      content: '',
+      toolCalls: null,
+      finishReason: null,
+      malformedFinish: 'number',
+    });
+    for (const [f, what] of [
+      [{ type: 'stop' }, 'object'],
+      ['', 'empty-string'],
+      ['STOP', 'unknown-string'],
+      [['stop'], 'array'],
+      [false, 'boolean'],
+    ] as const)
+      expect(readChoiceZero({ choices: [{ delta: {}, finish_reason: f }] })).toMatchObject({ finishReason: null, malformedFinish: what });
+    for (const f of ['stop', 'length', 'tool_calls', 'abort', 'content_filter', 'repetition', 'error'])
+      expect(readChoiceZero({ choices: [{ finish_reason: f }] })).toMatchObject({ finishReason: f, malformedFinish: null });
     for (const choices of [undefined, null, 'x', {}, [null], [7], [{ index: '0', delta: { content: 'a' } }]])
       expect(readChoiceZero({ choices }).content).toBe('');
   });

@@ -413,3 +413,34 @@ describe('SseParser: property test with random streams and random chunking', () 
     expect(bad).toEqual([]);
   });
 });
+
+describe('boundedNonEvents (the leg reader: issue 39)', () => {
+  it('a flood of comments: one comment event per push, the rest skipped and counted; data events all returned', () => {
+    const p = new SseParser(true);
+    const flood = Buffer.from(':\n\n'.repeat(10_000));
+    const evs = p.push(Buffer.concat([flood, Buffer.from('data: a\n\n'), flood, Buffer.from(': x\ndata: b\n\n')]));
+    expect(view(evs)).toEqual([
+      { raw: ':\n\n', data: null },
+      { raw: 'data: a\n\n', data: 'a' },
+      { raw: ': x\ndata: b\n\n', data: 'b' },
+    ]);
+    expect(p.commentsSkipped).toBe(19_999);
+    expect(p.bufferedBytes).toBe(0);
+    // The next push returns a comment again (one per chunk read).
+    expect(view(p.push(Buffer.from(': ka\n\n: ka\n\n')))).toEqual([{ raw: ': ka\n\n', data: null }]);
+  });
+
+  it('blank lines before any field are dropped, not kept for the next event: nothing buffered for them', () => {
+    const p = new SseParser(true);
+    expect(p.push(Buffer.from('\n'.repeat(100_000)))).toEqual([]);
+    expect(p.bufferedBytes).toBe(0);
+    expect(p.strayBytesDropped).toBe(100_000);
+    expect(view(p.push(Buffer.from('\r\n\r\ndata: a\r\n\r\n')))).toEqual([{ raw: 'data: a\r\n\r\n', data: 'a' }]);
+  });
+
+  it('without it, the same input is returned byte for byte', () => {
+    const p = new SseParser();
+    const input = Buffer.from('\n\n:\n\n:\n\ndata: a\n\n');
+    expect(rawOf(p.push(input)).equals(input)).toBe(true);
+  });
+});

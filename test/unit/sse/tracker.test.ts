@@ -27,6 +27,7 @@ const NONE = {
   usage: false,
   reasoningField: null,
   toolCalls: null,
+  malformedFinish: null,
 };
 
 describe('StreamTracker.read: classification', () => {

@@ -22,7 +22,7 @@ const quietLog: any = { warn() {}, info() {}, debug() {}, error() {} };
 
 function hooks(period: number, calls: { silences: number }, finished = () => false): LegHooks {
   return {
-    metrics: { malformedEvent() {} },
+    metrics: { malformedEvent() {}, droppedAfterFinish() {}, engineCommentsDropped() {} },
     log: quietLog,
     leg: 1,
     isGone: () => false,

@@ -61,6 +61,8 @@ drain.sh: |
 {{- /* files/envoy-tracing.json: the same bootstrap with Envoy's tracer, rendered for otel-collector:4318. */}}
 {{- $bootstrap = .Files.Get "files/envoy-tracing.json" | replace "\"address\": \"otel-collector\"" (printf "\"address\": %q" $t.collectorHost) | replace "\"port_value\": 4318" (printf "\"port_value\": %d" (int $t.collectorPort)) | replace "http://otel-collector:4318/v1/traces" (printf "http://%s:%d/v1/traces" $t.collectorHost (int $t.collectorPort)) | replace "\"service_name\": \"continuation-gateway-envoy\"" (printf "\"service_name\": %q" $t.serviceName) }}
 {{- end }}
+{{- /* The front listener's request timeout: rendered as DEFAULT_REQUEST_BODY_TIMEOUT_SECONDS (the only "60s" one). */}}
+{{- $bootstrap = $bootstrap | replace "\"request_timeout\": \"60s\"" (printf "\"request_timeout\": \"%ds\"" (int .Values.envoyRequestBodyTimeoutSeconds)) }}
 envoy.json: |
   {{- $bootstrap | replace "\"address\": \"inference-gateway-router\"" (printf "\"address\": %q" (include "cg.routerAlias" .)) | replace "\"port_value\": 8000" (printf "\"port_value\": %d" (int .Values.router.port)) | nindent 2 }}
 {{- end -}}

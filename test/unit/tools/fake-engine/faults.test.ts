@@ -1,7 +1,7 @@
 // Every injected fault, observed from the client side the way a gateway would see it, plus the shared
 // registry, client-abort tracking and a prompt close() with hung requests.
 import net from 'node:net';
-import { baseRequestId, resetFaults, takeFault } from '../../../../tools/fake-engine/faults';
+import { baseRequestId, parseFault, resetFaults, takeFault } from '../../../../tools/fake-engine/faults';
 import { type FakeEngine, type SeenRequest, startFakeEngine } from '../../../../tools/fake-engine/server';
 import { postJson, sseChunks } from '../../../../tools/fake-engine/sse-client';
 
@@ -249,5 +249,19 @@ describe('status@CODE:SECONDS and the request scope', () => {
     } finally {
       await e.close();
     }
+  });
+});
+
+describe('issue 39 faults: their specs', () => {
+  it('finish-number, finish-object, finish-twice at an index; flood with what and how long; bigline with a size', () => {
+    expect(parseFault('finish-number@3')).toMatchObject({ kind: 'finish-number', at: 3 });
+    expect(parseFault('finish-object@0')).toMatchObject({ kind: 'finish-object', at: 0 });
+    expect(parseFault('finish-twice@25')).toMatchObject({ kind: 'finish-twice', at: 25 });
+    expect(parseFault('flood@12:comment:10000')).toMatchObject({ kind: 'flood', at: 12, flood: 'comment', ms: 10000 });
+    expect(parseFault('flood@1:empty-data:5')).toMatchObject({ flood: 'empty-data', ms: 5 });
+    expect(parseFault('flood@1:data-lines:5')).toMatchObject({ flood: 'data-lines' });
+    expect(parseFault('bigline@12:1048592')).toMatchObject({ kind: 'bigline', at: 12, ms: 1048592 });
+    for (const bad of ['flood@12:comments:10', 'flood@12:comment', 'bigline@12', 'finish-twice@x'])
+      expect(() => parseFault(bad)).toThrow(/bad fault spec/);
   });
 });

@@ -170,7 +170,9 @@ describe('renderEnvoyConfig content', () => {
     for (const r of routes.slice(0, -1)) expect(r.route).toMatchObject({ cluster: 'front_chat', timeout: '0s' });
     expect(other.match).toEqual({ prefix: '/' });
     expect(other.route).toMatchObject({ cluster: 'router_tier', timeout: '0s' });
-    expect(h.request_timeout).toBe('0s');
+    // The client's whole request, body included, within 60 s (issue 39); off with 0.
+    expect(h.request_timeout).toBe('60s');
+    expect(hcm(listener(renderEnvoyConfig({ ...DEMO_ENVOY_OPTIONS, requestBodyTimeoutSeconds: 0 }), 'front')).request_timeout).toBe('0s');
   });
 
   it('chat hop: internal HTTP/2 listener with ext_proc then router; its cluster has a small stream window', () => {
@@ -381,8 +383,11 @@ describe('renderEnvoyConfig content', () => {
     const fmt: string = hcm(front).access_log[0].typed_config.log_format.text_format_source.inline_string;
     expect(fmt).toContain('%RESPONSE_FLAGS%');
     expect(fmt).toContain('%RESPONSE_CODE%');
-    expect(fmt).toContain('rid=%REQ(X-REQUEST-ID)%');
+    // What the client chose is cut, visibly (issue 39): the request id at 128 characters, the path at 256.
+    expect(fmt).toContain("rid=%REQ(X-REQUEST-ID):128%%CEL(size(request.headers['x-request-id']) > 128 ? '...[cut]' : '')%");
+    expect(fmt).toContain("%REQ_WITHOUT_QUERY(:PATH):256%%CEL(size(request.url_path) > 256 ? '...[cut]' : '')%");
     expect(fmt).not.toMatch(/%(REQ|RESP)\((?!:METHOD\)|X-REQUEST-ID\))/);
+    for (const m of fmt.matchAll(/%(REQ|REQ_WITHOUT_QUERY)\([^)]*\)(:\d+)?%/g)) expect(m[2]).toBeDefined();
     expect(fmt).not.toMatch(/BODY/);
   });
 
