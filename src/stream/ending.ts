@@ -4,6 +4,7 @@
 // carries what it delivers (the engine's answer, the failing event, a held tool call).
 // OriginatedResponse.finish() records it (the only writer of the outcome) and delivers it, once; its report
 // turns it into the metrics and the request_end record.
+import type { ResponsesStream } from '../endpoints/responses/stream';
 import { type ClientErrorCode, clientErrorBody, clientErrorHeaders } from '../errors';
 import type { REQUEST_OUTCOMES } from '../obs/metric-labels';
 import { giveUpDetail } from '../recovery/give-up-detail';
@@ -176,6 +177,8 @@ export interface EndFacts {
   deliveredOutputTokens: number;
   /** The client already got a [DONE]. */
   doneSeen: boolean;
+  /** A Responses stream: no [DONE], and an interruption is its response.failed event (src/endpoints/responses). */
+  responses?: Pick<ResponsesStream, 'failed'>;
 }
 
 /**
@@ -188,8 +191,12 @@ export type FinalResponse = { verbatim: LegResponse } | { head?: ResponseHead; d
 export function finalResponse(e: Ending, f: EndFacts): FinalResponse {
   switch (e.kind) {
     case 'complete':
-      return { tail: f.doneSeen ? NO_BYTES : DONE_EVENT };
+      return { tail: f.doneSeen || f.responses ? NO_BYTES : DONE_EVENT };
     case 'interrupted':
+      if (f.responses && e.partialOutput) {
+        const info = { requestId: f.requestId, deliveredOutputTokens: f.deliveredOutputTokens, reason: e.reason };
+        return { tail: f.responses.failed(info) };
+      }
       if (!e.partialOutput)
         return {
           dropHeldBody: true,

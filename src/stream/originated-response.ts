@@ -147,7 +147,8 @@ export class OriginatedResponse {
     if (e.kind !== 'complete' && e.kind !== 'passed-through') this.sender.cancel(); // a passed-through body is still read
     const delivered = this.delivered();
     logInterruption(this.log, e, delivered, this.facts.causes);
-    const end = finalResponse(e, { requestId: this.view.requestId, deliveredOutputTokens: delivered, doneSeen: this.tracker.doneSeen });
+    const facts = { requestId: this.view.requestId, deliveredOutputTokens: delivered, doneSeen: this.tracker.doneSeen };
+    const end = finalResponse(e, { ...facts, responses: this.view.req.responses });
     if (end !== null) await this.client.end(end, () => this.gone);
     return true;
   }

@@ -2,10 +2,13 @@
 // decides the scope, and then either hands the request back to Envoy (CONTINUE + echoed body: native
 // proxying, the gateway is absent) or originates the response itself (OriginatedResponse).
 
+import { decideResponsesScope } from '../endpoints/responses/scope';
+import { CONTINUATION_CHAT_PATH, ResponsesStream } from '../endpoints/responses/stream';
 import type { ProcessorStream, ProcessorStreamHandler } from '../extproc/processor-stream';
 import { MODEL_UNDETECTED } from '../families/detect';
+import { RESPONSES_PATH } from '../openai/responses';
 import { decideScope, scopeByMethod } from '../request/scope';
-import { continuationModelOf, type GatewayContext } from './context';
+import { continuationModelOf, type GatewayContext, type InScopeRequest } from './context';
 import { OriginatedResponse } from './originated-response';
 
 type Phase = 'headers' | 'body' | 'passthrough' | 'originating' | 'finished';
@@ -79,6 +82,7 @@ export class RequestExchange implements ProcessorStreamHandler {
     const model = continuationModelOf(this.ctx);
     if (model === undefined && cfg.continuationModel !== undefined && cfg.continuationModel.trim() !== '')
       return this.passthrough(MODEL_UNDETECTED);
+    if (pathOf(this.headers) === RESPONSES_PATH) return this.decideResponses(raw, model);
     const scope = decideScope(raw, {
       continuationModel: model,
       engine: cfg.engine,
@@ -108,6 +112,38 @@ export class RequestExchange implements ProcessorStreamHandler {
     });
   }
 
+  /** POST /v1/responses (src/endpoints/responses/scope.ts): originated as a Responses stream, or passed through. */
+  private decideResponses(raw: Buffer, model: string | undefined): void {
+    const cfg = this.ctx.config;
+    const scope = decideResponsesScope(raw, { ...cfg, continuationModel: model, maxJsonDepth: cfg.maxBodyJsonDepth });
+    if (!scope.inScope) return this.passthrough(scope.reason, scope.detail);
+    const envoyTooOld = this.ctx.envoyVersion?.passthroughReason();
+    if (envoyTooOld) return this.passthrough(envoyTooOld);
+    const { notContinuable } = scope.chat;
+    // Not continuable: the chat form only carries the model to the logs and traces.
+    const payload = scope.chat.notContinuable === undefined ? scope.chat.chat : { model: scope.request.model, messages: [] };
+    this.originate({
+      path: this.headers[':path'] ?? RESPONSES_PATH,
+      clientHeaders: this.headers,
+      rawBody: raw,
+      payload,
+      multimodal: false,
+      structured: false,
+      responses: new ResponsesStream(cfg.maxContinuationPrefixBytes, notContinuable),
+      continuationPath: CONTINUATION_CHAT_PATH,
+    });
+  }
+
+  private originate(req: InScopeRequest): void {
+    this.phase = 'originating';
+    this.chunks = [];
+    this.ctx.metrics.scope('originated');
+    this.originated = new OriginatedResponse(this.ctx, this.stream, req);
+    void this.originated.run().finally(() => {
+      this.phase = 'finished';
+    });
+  }
+
   /** Hands the request back to Envoy untouched: exactly as if the gateway were not there. */
   private passthrough(reason: string, detail?: string): void {
     this.phase = 'passthrough';
@@ -118,4 +154,9 @@ export class RequestExchange implements ProcessorStreamHandler {
     this.chunks = [];
     for (let i = 0; i < chunks.length; i++) this.stream.echoBody(chunks[i], this.bodyEnded && i === chunks.length - 1);
   }
+}
+
+/** The request's path without its query string. */
+function pathOf(headers: Record<string, string>): string {
+  return (headers[':path'] ?? '').split('?')[0];
 }

@@ -59,6 +59,10 @@ export class RequestView implements Leg1Port, ContinuationPort, GiveUpView {
   get rawBody(): Buffer {
     return this.req.rawBody;
   }
+  /** A Responses stream reads leg 1's events its own way (src/endpoints/responses/leg1-read.ts). */
+  get readEvent() {
+    return this.req.responses?.read;
+  }
   get structured(): boolean {
     return this.req.structured;
   }
