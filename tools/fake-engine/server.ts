@@ -9,6 +9,7 @@ import { Exchange, type SeenRequest } from './exchange';
 import { type Fault, type FaultScope, headersExceed, takeFault } from './faults';
 import { parseSize, planRequest } from './plan';
 import { PrefillLoad } from './prefill';
+import { ResponsesRun, responsesAsChat } from './responses';
 import { parseBurst, StreamRun } from './stream';
 import { planTemplateAnswer, type TemplateModelOptions, templateModel, templatePromptText } from './template-model';
 import { contentText, promptTokens, tokenId, tokenize } from './tokens';
@@ -126,7 +127,8 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
 
   const bad = (ex: Exchange, message: string) => ex.sendJson(400, errorBody(message, 'BadRequestError', 400));
 
-  function chat(ex: Exchange): void {
+  /** A chat completion, or (`responses`) a Responses stream of the same answer (tools/fake-engine/responses.ts). */
+  function chat(ex: Exchange, responses = false): void {
     const { record } = ex;
     const h = record.headers;
     let fault: Fault | undefined;
@@ -157,8 +159,9 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       const retryAfter: Record<string, string> = fault.retryAfter === undefined ? {} : { 'retry-after': String(fault.retryAfter) };
       return ex.sendJson(code, errorBody(`fake-engine injected status ${code}`, 'InjectedError', code), retryAfter);
     }
-    const body = record.body;
+    const body = responses ? responsesAsChat(record.body) : record.body;
     if (!body || typeof body !== 'object') return bad(ex, 'fake-engine: body is not JSON');
+    if (responses && body.stream !== true) return bad(ex, 'fake-engine: /v1/responses is served streamed only');
 
     const xrid = h['x-request-id'];
     if (dialect === 'vllm' && xrid !== undefined) {
@@ -195,7 +198,14 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       continuousUsage:
         body.stream_options?.continuous_usage_stats === true && (dialect === 'sglang' || body.stream_options?.include_usage === true),
     };
-    const answer = () => (body.stream === true ? new StreamRun(ex, settings).start() : sendCompletion(ex, settings));
+    const respond = () => {
+      // vLLM names the response resp_<random_uuid()>; here it follows from the request, as the chat id does.
+      const id = `resp_${settings.ctx.id.slice('chatcmpl-'.length)}`;
+      const run = { id, created: CREATED, model: settings.ctx.model, plan: planned.plan, fault, intervalMs: settings.intervalMs };
+      new ResponsesRun(ex, { ...run, body: record.body }).start();
+    };
+    const answer = () =>
+      responses ? respond() : body.stream === true ? new StreamRun(ex, settings).start() : sendCompletion(ex, settings);
     const prefill = prefills.begin();
     if (prefill.delayMs <= 0) return answer();
     ex.onClose(prefill.done);
@@ -269,6 +279,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     ex.onClose(() => live.delete(ex));
 
     if (req.method === 'POST' && path === '/v1/chat/completions') return chat(ex);
+    if (req.method === 'POST' && path === '/v1/responses') return chat(ex, true);
     if (req.method === 'POST' && (path === '/tokenize' || (path === '/v1/tokenize' && tokenizer === 'sglang')))
       return tokenizerRoute(ex, tokenizeRoute);
     if (req.method === 'POST' && path === '/apply-template' && tokenizer === 'llamacpp') return tokenizerRoute(ex, applyTemplateRoute);
@@ -313,7 +324,8 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
         },
         failFor(ms: number) {
           unavailableUntil = Date.now() + ms;
-          for (const ex of live) if (ex.record.path === '/v1/chat/completions') ex.killSocket('reset');
+          for (const ex of live)
+            if (ex.record.path === '/v1/chat/completions' || ex.record.path === '/v1/responses') ex.killSocket('reset');
         },
         close: () =>
           new Promise<void>((done) => {

@@ -87,6 +87,11 @@ export interface EnvoyConfigOptions {
   /** Request bodies up to this size stay retryable on the egress routes (default 16 MiB). */
   retryBufferLimitBytes?: number;
   /**
+   * true: POST /v1/responses goes to the chat hop (ext_proc) as chat does (src/endpoints/responses). Default
+   * false until the endpoint routes of issue 35 (one route per covered endpoint) replace this switch.
+   */
+  responsesRoute?: boolean;
+  /**
    * How Envoy health-checks the sidecar (default 'tcp'). 'grpc' uses grpc.health.v1 (service ""), which proves
    * the gRPC server answers; switch to it once the sidecar serves the health service.
    */
@@ -140,6 +145,7 @@ import { AVOID_HOST_HEADER, UPSTREAM_FLAGS_HEADER, UPSTREAM_HOST_HEADER } from '
 export { CLIENT_REQUEST_ID_HEADER } from '../../src/openai/tool-call-ids';
 export { AVOID_HOST_HEADER, UPSTREAM_FLAGS_HEADER, UPSTREAM_HOST_HEADER };
 
+import { RESPONSES_PATH } from '../../src/openai/responses';
 import { CLIENT_REQUEST_ID_HEADER } from '../../src/openai/tool-call-ids';
 import { collectorCluster, type EnvoyTracingOptions, withHcmTracing } from './envoy-tracing';
 
@@ -510,6 +516,15 @@ function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
                         match: { path: CHAT_PATH },
                         route: { cluster: hop ? CHAT_CLUSTER : ROUTER_CLUSTER, timeout: '0s', idle_timeout: idleTimeout },
                       },
+                      ...(o.responsesRoute
+                        ? [
+                            {
+                              name: 'responses',
+                              match: { path: RESPONSES_PATH },
+                              route: { cluster: hop ? CHAT_CLUSTER : ROUTER_CLUSTER, timeout: '0s', idle_timeout: idleTimeout },
+                            },
+                          ]
+                        : []),
                       {
                         // Everything else (/v1/models, /health, /v1/completions, ...): plain proxying, no gRPC
                         // stream at all, so these paths work even while the sidecar is down.
