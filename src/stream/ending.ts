@@ -188,6 +188,12 @@ export interface EndFacts {
  */
 export type FinalResponse = { verbatim: LegResponse } | { head?: ResponseHead; dropHeldBody?: boolean; tail: Buffer } | null;
 
+/** The engine's failing event without the [DONE] a chat stream ends with: a Responses stream has none. */
+function withoutDone(events: Buffer): Buffer {
+  const tail = events.subarray(events.length - DONE_EVENT.length);
+  return tail.equals(DONE_EVENT) ? events.subarray(0, events.length - DONE_EVENT.length) : events;
+}
+
 export function finalResponse(e: Ending, f: EndFacts): FinalResponse {
   switch (e.kind) {
     case 'complete':
@@ -221,7 +227,8 @@ export function finalResponse(e: Ending, f: EndFacts): FinalResponse {
         }),
       };
     case 'engine-answer':
-      return e.as === 'status' ? { head: { status: e.answer.status, headers: e.answer.headers }, tail: e.answer.body } : { tail: e.events };
+      if (e.as === 'status') return { head: { status: e.answer.status, headers: e.answer.headers }, tail: e.answer.body };
+      return { tail: f.responses ? withoutDone(e.events) : e.events };
     case 'passed-through':
       return { verbatim: e.answer };
     case 'client-gone':

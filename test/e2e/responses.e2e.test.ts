@@ -14,6 +14,8 @@ import { seenFor } from './helpers';
 const REASONING = 8;
 const CONTENT = 10;
 const SIZE = { 'x-fake-answer-tokens': `${REASONING},${CONTENT}` };
+/** The faults the fake engine's Responses stream injects at a token (tools/fake-engine/responses.ts). */
+const FAULTS = ['crash', 'fin', 'eof', 'stall', 'error'] as const;
 
 interface ResponsesResult {
   status: number;
@@ -98,10 +100,13 @@ describe('/v1/responses streams on vLLM', () => {
       env: {
         CONTINUATION_ENGINE: 'vllm',
         MAX_ATTEMPTS: '2',
-        STALL_IDLE_TIMEOUT_SECONDS: '0.5',
+        // A stall before the first delta is re-run after this; one after it continued after the stall timer.
+        FIRST_DELTA_TIMEOUT_SECONDS: '2',
+        STALL_IDLE_TIMEOUT_SECONDS: '1',
         RECOVERY_BUDGET_PERCENT: '100',
         TOKENIZE_URL: '{engine0}/tokenize',
-        TOKENIZE_TIMEOUT_MS: '3000',
+        // Engines, sidecar and up to 100 clients share this one Node process: give /tokenize room.
+        TOKENIZE_TIMEOUT_MS: '10000',
       },
     });
     ref = await postResponses(stack.url, body(), SIZE);
@@ -117,10 +122,20 @@ describe('/v1/responses streams on vLLM', () => {
     expect(completed.usage.output_tokens).toBe(REASONING + CONTENT);
   });
 
-  // crash@0 fails before the first delta (re-run whole); every later index cuts a committed stream.
-  test.each(Array.from({ length: REASONING + CONTENT + 1 }, (_v, k) => k))('a crash at token %i: the same stream, continued', async (k) => {
+  test('with the gateway absent the engine sends the same bytes (same request id)', async () => {
     const id = newRequestId('resp');
-    const r = await postResponses(stack.url, body(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': `crash@${k}` });
+    const via = await postResponses(stack.url, body(), { ...SIZE, 'x-request-id': id });
+    const direct = await postResponses(stack.engines[0].url, body(), { ...SIZE, 'x-request-id': id });
+    expectWellFormed(via, 'response.completed');
+    expect(via.raw).toBe(direct.raw);
+  });
+
+  // A fault at token 0 comes before the first delta (the attempt is re-run whole); every later one cuts a committed
+  // stream, which a continuation leg through the chat path completes.
+  const TOKENS = Array.from({ length: REASONING + CONTENT + 1 }, (_v, k) => k);
+  test.each(FAULTS.flatMap((f) => TOKENS.map((k) => [f, k] as const)))('%s at token %i: the same stream, continued', async (fault, k) => {
+    const id = newRequestId('resp');
+    const r = await postResponses(stack.url, body(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': `${fault}@${k}` });
     const completed = expectWellFormed(r, 'response.completed');
     expect(normalized(r.raw)).toBe(normalized(ref.raw));
     expect(completed.usage).toEqual(ref.events.at(-1).response.usage);
@@ -133,6 +148,18 @@ describe('/v1/responses streams on vLLM', () => {
       expect(continued[0].body.continue_final_message).toBe(true);
     }
     expect((await stack.waitForEnd(id)).outcome).toBe(k === 0 ? 'completed-after-retry' : 'completed-after-continuation');
+  });
+
+  test('max_output_tokens reached: the continued stream ends incomplete, as the uninterrupted one', async () => {
+    const b = body({ max_output_tokens: 12 });
+    const clean = await postResponses(stack.url, b, SIZE);
+    expect(expectWellFormed(clean, 'response.completed')).toMatchObject({
+      status: 'incomplete',
+      incomplete_details: { reason: 'max_output_tokens' },
+    });
+    const r = await postResponses(stack.url, b, { ...SIZE, 'x-fake-fault': 'crash@10;-' });
+    expectWellFormed(r, 'response.completed');
+    expect(normalized(r.raw)).toBe(normalized(clean.raw));
   });
 
   test('a burst of 100 streams cut at once, each at its own token: every one the uninterrupted stream', async () => {

@@ -43,8 +43,10 @@ export function readLeg1Event(state: ResponsesState, ev: SseEvent): ObservedEven
   if (chat.kind === 'other' || chat.kind === 'done' || chat.kind === 'malformed') return chat;
   const e = asResponsesEvent(chat.json);
   if (e === null) return chat.kind === 'error' ? chat : observed(NO_JSON, {});
-  if (typeof e.sequence_number === 'number') state.lastSeq = e.sequence_number;
-  return classify(state, e);
+  const o = classify(state, e);
+  // A failing event is not relayed after the first delta (the continuation takes its place): its number is not used.
+  if (o.kind !== 'error' && typeof e.sequence_number === 'number') state.lastSeq = e.sequence_number;
+  return o;
 }
 
 function classify(state: ResponsesState, e: ResponsesEvent): ObservedEvent {
