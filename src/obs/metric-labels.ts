@@ -49,6 +49,12 @@ const SCOPE_SKIPS: Record<ScopeSkipReason, true> = {
   'multiple-choices': true,
   'json-too-deep': true,
   'method-not-post': true,
+  'endpoint-not-covered': true,
+  'not-completions-request': true,
+  'completions-prompt-not-text': true,
+  'completions-echo': true,
+  'completions-logprobs': true,
+  'completions-suffix': true,
 };
 /** Passthrough reasons: the scope decision's, and those of src/stream/request-exchange.ts. */
 export const PASSTHROUGH_REASONS = [

@@ -70,8 +70,12 @@ export function messageText(message: unknown): string {
   return parts.join('');
 }
 
-/** All prompt text of a request (reference _prompt_text): every message, plus the tools schema when set. */
+/**
+ * All prompt text of a request (reference _prompt_text): every message, plus the tools schema when set; a
+ * completions request's prompt string (src/openai/completions.ts) as it is.
+ */
 export function promptText(payload: JsonObject): string {
+  if (typeof payload?.prompt === 'string' && !Array.isArray(payload.messages)) return payload.prompt;
   const messages: unknown[] = Array.isArray(payload?.messages) ? payload.messages : [];
   const texts = messages.map(messageText);
   const tools = payload?.tools;

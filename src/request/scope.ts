@@ -1,12 +1,15 @@
-// Decides from the raw request body whether a chat request gets continuation coverage (reference
-// server.py should_intervene). Out of scope means: forwarded untouched, exactly as without the gateway.
+// Decides from the endpoint (the path) and the raw request body whether a stream gets continuation coverage
+// (reference server.py should_intervene, for chat). Out of scope means: forwarded untouched, exactly as without the
+// gateway. Each endpoint has its own schema and exclusions: chat here, completions in src/openai/completions.ts.
 // When in doubt, out of scope: a wrong "no" costs one unrecovered crash, a wrong "yes" can break a stream.
 
 import { z } from 'zod';
 import type { Engine } from '../families/types';
 import { smallInt } from '../obs/log-values';
 import { type ChatRequest, isObject, type JsonObject } from '../openai/chat';
+import { type CompletionRequest, type CompletionsSkipReason, completionsScope } from '../openai/completions';
 import { hasMultimodalContent } from '../recovery/token-estimate';
+import type { Endpoint } from './endpoint';
 import { exceedsJsonDepth } from './json-depth';
 
 export type ScopeSkipReason =
@@ -20,10 +23,20 @@ export type ScopeSkipReason =
   | 'body-too-large'
   | 'vllm-multimodal'
   | 'continuation-model-unset'
-  | 'multiple-choices';
+  | 'multiple-choices'
+  /** A path no continuation is built for here (`/v1/responses` is decided by src/endpoints/responses/scope.ts), or no endpoint at all. */
+  | 'endpoint-not-covered'
+  | CompletionsSkipReason;
+
+/** What an in-scope request is, per endpoint: its parsed payload, typed by the endpoint's schema. */
+export type InScopeBody =
+  | { endpoint: 'chat'; payload: ChatRequest }
+  | { endpoint: 'completions'; payload: CompletionRequest }
+  // A Responses stream (src/endpoints/responses/scope.ts decides it): its continuation legs are chat requests.
+  | { endpoint: 'responses'; payload: ChatRequest };
 
 export type ScopeDecision =
-  | { inScope: true; payload: ChatRequest; multimodal: boolean; bodyBytes: number; structured: boolean }
+  | ({ inScope: true; multimodal: boolean; bodyBytes: number; structured: boolean } & InScopeBody)
   | { inScope: false; reason: ScopeSkipReason; detail?: string };
 
 // Validation only: the result is discarded and the parsed payload is what we keep, so nothing the client
@@ -68,17 +81,21 @@ export function scopeByMethod(method: string | undefined): (ScopeDecision & { in
   return { inScope: false, reason: 'method-not-post', detail: method && KNOWN_METHODS.has(method) ? method : '<other>' };
 }
 
-export function decideScope(
-  raw: Buffer,
-  cfg: {
-    continuationModel: string | undefined;
-    engine: Engine;
-    maxContinuationBodyBytes: number;
-    bufferStructuredOutput?: boolean;
-    /** MAX_BODY_JSON_DEPTH: deeper bodies are never parsed (json-depth.ts). */
-    maxJsonDepth?: number;
-  },
-): ScopeDecision {
+export interface ScopeConfig {
+  continuationModel: string | undefined;
+  engine: Engine;
+  maxContinuationBodyBytes: number;
+  bufferStructuredOutput?: boolean;
+  /** MAX_BODY_JSON_DEPTH: deeper bodies are never parsed (json-depth.ts). */
+  maxJsonDepth?: number;
+  /** The request's endpoint (src/request/endpoint.ts endpointOf); undefined: a path no endpoint serves. Default chat. */
+  endpoint?: Endpoint | undefined;
+}
+
+export function decideScope(raw: Buffer, cfg: ScopeConfig): ScopeDecision {
+  const endpoint = 'endpoint' in cfg ? cfg.endpoint : 'chat';
+  // Before reading the body: a path we build no continuation for is not ours, whatever it carries.
+  if (endpoint === undefined || endpoint === 'responses') return skip('endpoint-not-covered', endpoint ?? 'other-path');
   // Before parsing: the parsed payload is held for the whole stream and re-sent in leg 2, so large (typically
   // image) bodies are not worth it, and parsing tens of MB would block every other stream of this process.
   // The reference checks the size last; only the logged reason differs.
@@ -96,6 +113,21 @@ export function decideScope(
     // Never the parser's message: V8 quotes the offending input, i.e. the client's prompt text.
     return skip('not-json', e instanceof SyntaxError ? 'invalid JSON or UTF-8' : 'unparseable body');
   }
+  if (endpoint === 'completions') return decideCompletions(payload, cfg, raw.length);
+  return decideChat(payload, cfg, raw.length);
+}
+
+/** The common rules (the reference's order), then the completions schema and its exclusions. */
+function decideCompletions(payload: JsonObject, cfg: ScopeConfig, bodyBytes: number): ScopeDecision {
+  if (!isObject(payload)) return skip('not-completions-request', 'not an object');
+  if (payload.stream !== true) return skip('not-streaming');
+  if (!cfg.continuationModel || cfg.continuationModel.trim() === '') return skip('continuation-model-unset');
+  const c = completionsScope(payload);
+  if (!c.ok) return skip(c.reason, c.detail);
+  return { inScope: true, endpoint: 'completions', payload: c.payload, multimodal: false, bodyBytes, structured: false };
+}
+
+function decideChat(payload: JsonObject, cfg: ScopeConfig, bodyBytes: number): ScopeDecision {
   const shape = ChatRequestShape.safeParse(payload);
   // The issue's code and path only (keys of the schema above, and indexes): its message may quote the input.
   if (!shape.success) return skip('not-chat-request', issueDetail(shape.error.issues[0]));
@@ -126,7 +158,14 @@ export function decideScope(
   if (cfg.engine === 'vllm' && multimodal) return skip('vllm-multimodal');
 
   // Validated above: an object with a non-empty messages array.
-  return { inScope: true, payload: payload as ChatRequest, multimodal, bodyBytes: raw.length, structured: structuredBy !== undefined };
+  return {
+    inScope: true,
+    endpoint: 'chat',
+    payload: payload as ChatRequest,
+    multimodal,
+    bodyBytes,
+    structured: structuredBy !== undefined,
+  };
 }
 
 function issueDetail(issue: z.core.$ZodIssue | undefined): string {

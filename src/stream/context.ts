@@ -5,8 +5,8 @@ import type { ResponsesStream } from '../endpoints/responses/stream';
 import type { Logger } from '../obs/logger';
 import type { Metrics } from '../obs/metrics';
 import type { Tracing } from '../obs/tracing';
-import type { ChatRequest } from '../openai/chat';
 import type { RecoveryAdmission } from '../recovery/admission';
+import type { InScopeBody } from '../request/scope';
 import type { TextTokenizer } from '../templates/model-tokenizer';
 import type { TemplateProvider } from '../templates/provider';
 import type { UpstreamClient } from '../upstream/client';
@@ -45,12 +45,11 @@ export function continuationModelOf(ctx: Pick<GatewayContext, 'config' | 'detect
   return m?.trim().toLowerCase() === 'auto' ? ctx.detectedModel?.model() : m;
 }
 
-/** An in-scope request, as the scope decision accepted it (request-exchange.ts). */
-export interface InScopeRequest {
+/** An in-scope request, as the scope decision accepted it (request-exchange.ts): its endpoint and typed payload. */
+export type InScopeRequest = InScopeBody & {
   path: string;
   clientHeaders: Record<string, string>;
   rawBody: Buffer;
-  payload: ChatRequest;
   multimodal: boolean;
   /** response_format json_*: held whole until finish (BUFFER_STRUCTURED_OUTPUT), re-run on failure. */
   structured: boolean;
@@ -58,4 +57,4 @@ export interface InScopeRequest {
   responses?: ResponsesStream;
   /** Where continuation legs are sent when not to `path` (a Responses stream continues through the chat path). */
   continuationPath?: string;
-}
+};

@@ -4,7 +4,7 @@
 // recovery (it re-prefills the prompt), both within the deadline. The request applies the result.
 
 import type { Decision } from '../obs/decisions';
-import type { ChatRequest } from '../openai/chat';
+import type { JsonObject } from '../openai/chat';
 import { decidePreCommit, parseRetryAfter, retryBackoffMs } from '../recovery/planner';
 import type { PassReason } from '../recovery/reasons';
 import { estimateTokens, promptText } from '../recovery/token-estimate';
@@ -14,7 +14,7 @@ import type { LegFailure } from './leg-loop';
 import type { CancellationView, GiveUpView, Refusal, StepEnv } from './request-port';
 
 export interface RetryPort extends StepEnv, GiveUpView {
-  readonly req: { readonly payload: ChatRequest };
+  readonly req: { readonly payload: JsonObject };
   /** FIRST_DELTA_DEADLINE_SECONDS after the request arrived. */
   readonly firstDeltaDue: number;
   readonly cancellation: CancellationView;

@@ -7,6 +7,7 @@ import { CONTINUATION_CHAT_PATH, ResponsesStream } from '../endpoints/responses/
 import type { ProcessorStream, ProcessorStreamHandler } from '../extproc/processor-stream';
 import { MODEL_UNDETECTED } from '../families/detect';
 import { RESPONSES_PATH } from '../openai/responses';
+import { endpointOf } from '../request/endpoint';
 import { decideScope, scopeByMethod } from '../request/scope';
 import { continuationModelOf, type GatewayContext, type InScopeRequest } from './context';
 import { OriginatedResponse } from './originated-response';
@@ -82,13 +83,15 @@ export class RequestExchange implements ProcessorStreamHandler {
     const model = continuationModelOf(this.ctx);
     if (model === undefined && cfg.continuationModel !== undefined && cfg.continuationModel.trim() !== '')
       return this.passthrough(MODEL_UNDETECTED);
-    if (pathOf(this.headers) === RESPONSES_PATH) return this.decideResponses(raw, model);
+    const endpoint = endpointOf(this.headers[':path']);
+    if (endpoint === 'responses') return this.decideResponses(raw, model);
     const scope = decideScope(raw, {
       continuationModel: model,
       engine: cfg.engine,
       maxContinuationBodyBytes: cfg.maxContinuationBodyBytes,
       bufferStructuredOutput: cfg.bufferStructuredOutput,
       maxJsonDepth: cfg.maxBodyJsonDepth,
+      endpoint,
     });
     if (!scope.inScope) {
       this.passthrough(scope.reason, scope.detail);
@@ -99,13 +102,12 @@ export class RequestExchange implements ProcessorStreamHandler {
     this.phase = 'originating';
     this.chunks = [];
     this.ctx.metrics.scope('originated');
+    const { inScope: _inScope, bodyBytes: _bytes, ...body } = scope;
     this.originated = new OriginatedResponse(this.ctx, this.stream, {
+      ...body,
       path: this.headers[':path'] ?? '/v1/chat/completions',
       clientHeaders: this.headers,
       rawBody: raw,
-      payload: scope.payload,
-      multimodal: scope.multimodal,
-      structured: scope.structured,
     });
     void this.originated.run().finally(() => {
       this.phase = 'finished';
@@ -123,6 +125,7 @@ export class RequestExchange implements ProcessorStreamHandler {
     // Not continuable: the chat form only carries the model to the logs and traces.
     const payload = scope.chat.notContinuable === undefined ? scope.chat.chat : { model: scope.request.model, messages: [] };
     this.originate({
+      endpoint: 'responses',
       path: this.headers[':path'] ?? RESPONSES_PATH,
       clientHeaders: this.headers,
       rawBody: raw,
@@ -154,9 +157,4 @@ export class RequestExchange implements ProcessorStreamHandler {
     this.chunks = [];
     for (let i = 0; i < chunks.length; i++) this.stream.echoBody(chunks[i], this.bodyEnded && i === chunks.length - 1);
   }
-}
-
-/** The request's path without its query string. */
-function pathOf(headers: Record<string, string>): string {
-  return (headers[':path'] ?? '').split('?')[0];
 }

@@ -127,6 +127,7 @@ export function startCore(env: Record<string, string> = {}, structured = false) 
   const stream = new FakeStream();
   const payload = { model: 'm', stream: true, messages: [{ role: 'user', content: 'hello' }] };
   const r = new OriginatedResponse(ctx, stream, {
+    endpoint: 'chat',
     path: '/v1/chat/completions',
     clientHeaders: { 'x-request-id': 'rid', 'content-type': 'application/json' },
     rawBody: Buffer.from(JSON.stringify(payload)),

@@ -89,8 +89,6 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
     maxStallSeconds: Number(o.env?.MAX_STALL_SECONDS ?? 300),
     // The sidecar serves grpc.health.v1: Envoy sees it NOT_SERVING while it drains.
     extProcHealthCheck: o.healthCheck ?? 'grpc',
-    // POST /v1/responses to the sidecar too (src/endpoints/responses).
-    responsesRoute: true,
     ...(o.maxHeapBytes !== undefined ? { maxHeapBytes: o.maxHeapBytes } : {}),
     ...(o.envoyTracing ? { tracing: o.envoyTracing } : {}),
   }).catch(async (e) => {

@@ -6,7 +6,7 @@
 // fails when the two drift apart (regenerate with `node dist/tools/stack/envoy-config.js`).
 //
 // Layout (see envoy/README.md):
-//   front listener    (listenPort)               clients -> chat: front_chat; other paths: router tier
+//   front listener    (listenPort)               clients -> chat, completions, responses: front_chat; other paths: router tier
 //   front_chat        (internal listener)        ext_proc filter -> router tier (see envoy-memory.ts)
 //   egress listener   (127.0.0.1:egressPort)     sidecar legs -> router tier (no ext_proc: no loop)
 //   continuation egress (127.0.0.1:continuationEgressPort, optional) sidecar leg2 -> continuation tier
@@ -87,11 +87,6 @@ export interface EnvoyConfigOptions {
   /** Request bodies up to this size stay retryable on the egress routes (default 16 MiB). */
   retryBufferLimitBytes?: number;
   /**
-   * true: POST /v1/responses goes to the chat hop (ext_proc) as chat does (src/endpoints/responses). Default
-   * false until the endpoint routes of issue 35 (one route per covered endpoint) replace this switch.
-   */
-  responsesRoute?: boolean;
-  /**
    * How Envoy health-checks the sidecar (default 'tcp'). 'grpc' uses grpc.health.v1 (service ""), which proves
    * the gRPC server answers; switch to it once the sidecar serves the health service.
    */
@@ -145,8 +140,8 @@ import { AVOID_HOST_HEADER, UPSTREAM_FLAGS_HEADER, UPSTREAM_HOST_HEADER } from '
 export { CLIENT_REQUEST_ID_HEADER } from '../../src/openai/tool-call-ids';
 export { AVOID_HOST_HEADER, UPSTREAM_FLAGS_HEADER, UPSTREAM_HOST_HEADER };
 
-import { RESPONSES_PATH } from '../../src/openai/responses';
 import { CLIENT_REQUEST_ID_HEADER } from '../../src/openai/tool-call-ids';
+import { ENDPOINT_PATHS, type Endpoint } from '../../src/request/endpoint';
 import { collectorCluster, type EnvoyTracingOptions, withHcmTracing } from './envoy-tracing';
 
 /** The `envoy.lb` metadata key listing, on each replica, the names it stands in for. */
@@ -155,7 +150,7 @@ const AVOID_KEY = 'serves_when_avoiding';
 const REVISION_KEY = 'model_revision';
 /** The request header a continuation names leg 1's revision with (the sidecar's MODEL_REVISION_HEADER default). */
 export const DEFAULT_MODEL_REVISION_HEADER = 'x-model-revision';
-export const CHAT_PATH = '/v1/chat/completions';
+export const CHAT_PATH = ENDPOINT_PATHS.chat;
 export { CHAT_CLUSTER, CHAT_LISTENER } from './envoy-memory';
 
 const T = {
@@ -508,25 +503,17 @@ function frontListener(o: EnvoyConfigOptions, idleTimeout: string): object {
                     name: 'all',
                     domains: ['*'],
                     routes: [
-                      {
-                        // In-scope candidates go to the chat hop (ext_proc). `path` matches without the query
-                        // string. The default route timeout is 15 s and would kill streams; the route
-                        // idle_timeout overrides the HCM's stream_idle_timeout: same budget.
-                        name: 'chat',
-                        match: { path: CHAT_PATH },
+                      // In-scope candidates go to the chat hop (ext_proc): one route per endpoint the sidecar
+                      // can continue (src/request/endpoint.ts), named as the endpoint. `path` matches without the
+                      // query string. The default route timeout is 15 s and would kill streams; the route
+                      // idle_timeout overrides the HCM's stream_idle_timeout: same budget.
+                      ...(Object.keys(ENDPOINT_PATHS) as Endpoint[]).map((endpoint) => ({
+                        name: endpoint,
+                        match: { path: ENDPOINT_PATHS[endpoint] },
                         route: { cluster: hop ? CHAT_CLUSTER : ROUTER_CLUSTER, timeout: '0s', idle_timeout: idleTimeout },
-                      },
-                      ...(o.responsesRoute
-                        ? [
-                            {
-                              name: 'responses',
-                              match: { path: RESPONSES_PATH },
-                              route: { cluster: hop ? CHAT_CLUSTER : ROUTER_CLUSTER, timeout: '0s', idle_timeout: idleTimeout },
-                            },
-                          ]
-                        : []),
+                      })),
                       {
-                        // Everything else (/v1/models, /health, /v1/completions, ...): plain proxying, no gRPC
+                        // Everything else (/v1/models, /health, /v1/embeddings, ...): plain proxying, no gRPC
                         // stream at all, so these paths work even while the sidecar is down.
                         name: 'passthrough',
                         match: { prefix: '/' },

@@ -1,3 +1,4 @@
+import { endpointOf } from '../../../src/request/endpoint';
 import { DEFAULT_MAX_JSON_DEPTH, decideScope, type ScopeDecision, scopeByMethod } from '../../../src/request/scope';
 
 const cfg = {
@@ -14,12 +15,12 @@ describe('decideScope: in scope', () => {
     const b = body({ unknown_field: { nested: [1, 2] }, temperature: 0.2 });
     const raw = buf(b);
     const d = decideScope(raw, cfg);
-    expect(d).toEqual({ inScope: true, payload: b, multimodal: false, bodyBytes: raw.length, structured: false });
+    expect(d).toEqual({ inScope: true, endpoint: 'chat', payload: b, multimodal: false, bodyBytes: raw.length, structured: false });
   });
   it('keeps unknown keys on messages too (validation never strips)', () => {
     const b = body({ messages: [{ role: 'user', content: 'hi', name: 'bob', custom: 1 }] });
     const d = decideScope(buf(b), cfg);
-    expect(d.inScope && d.payload.messages[0]).toEqual({ role: 'user', content: 'hi', name: 'bob', custom: 1 });
+    expect(d.inScope && d.endpoint === 'chat' && d.payload.messages[0]).toEqual({ role: 'user', content: 'hi', name: 'bob', custom: 1 });
   });
   it('flags multimodal requests on SGLang and keeps them in scope', () => {
     const d = decideScope(
@@ -196,5 +197,81 @@ describe('scopeByMethod (issue 19): only POST is in scope', () => {
     expect(scopeByMethod('post')).toEqual({ inScope: false, reason: 'method-not-post', detail: '<other>' });
     expect(scopeByMethod('SECRETTEXT')).toEqual({ inScope: false, reason: 'method-not-post', detail: '<other>' });
     expect(scopeByMethod(undefined)).toEqual({ inScope: false, reason: 'method-not-post', detail: '<other>' });
+  });
+});
+
+describe('endpoints: the path picks the schema', () => {
+  const completions = (extra: Record<string, unknown> = {}) => ({
+    model: 'm',
+    stream: true,
+    prompt: 'Once upon a time',
+    max_tokens: 20,
+    ...extra,
+  });
+  const onCompletions = { ...cfg, endpoint: 'completions' as const };
+
+  it('endpointOf: the exact paths, query string ignored, nothing else', () => {
+    expect(endpointOf('/v1/chat/completions')).toBe('chat');
+    expect(endpointOf('/v1/completions?x=1')).toBe('completions');
+    expect(endpointOf('/v1/responses')).toBe('responses');
+    for (const p of ['/v1/completions/', '/V1/completions', '/v1/embeddings', '/', undefined]) expect(endpointOf(p)).toBeUndefined();
+  });
+
+  it('a streaming completions request with a text prompt is in scope, payload untouched', () => {
+    const b = completions({ temperature: 0, custom: { a: 1 } });
+    const raw = buf(b);
+    expect(decideScope(raw, onCompletions)).toEqual({
+      inScope: true,
+      endpoint: 'completions',
+      payload: b,
+      multimodal: false,
+      bodyBytes: raw.length,
+      structured: false,
+    });
+  });
+
+  it('completions exclusions: echo, logprobs, suffix, n/best_of, a list prompt, structured output, not streaming', () => {
+    const cases: [Record<string, unknown>, string][] = [
+      [{ echo: true }, 'completions-echo'],
+      [{ logprobs: 0 }, 'completions-logprobs'],
+      [{ suffix: ' the end' }, 'completions-suffix'],
+      [{ n: 2 }, 'multiple-choices'],
+      [{ best_of: 3 }, 'multiple-choices'],
+      [{ prompt: ['a', 'b'] }, 'completions-prompt-not-text'],
+      [{ prompt: [1, 2, 3] }, 'completions-prompt-not-text'],
+      [{ response_format: { type: 'json_object' } }, 'structured-output'],
+      [{ guided_regex: 'a+' }, 'structured-output'],
+      [{ stream: false }, 'not-streaming'],
+      [{ prompt: 7 }, 'not-completions-request'],
+    ];
+    for (const [extra, why] of cases) expect([extra, reason(decideScope(buf(completions(extra)), onCompletions))]).toEqual([extra, why]);
+    // Allowed: what constrains or changes nothing.
+    for (const extra of [
+      { echo: false },
+      { n: 1 },
+      { best_of: 1 },
+      { suffix: null },
+      { response_format: { type: 'text' } },
+      { logprobs: null },
+    ])
+      expect(reason(decideScope(buf(completions(extra)), onCompletions))).toBe('in-scope');
+  });
+
+  it('a chat body on the completions path is no completions request, and the reverse', () => {
+    expect(reason(decideScope(buf(body()), onCompletions))).toBe('not-completions-request');
+    expect(reason(decideScope(buf(completions()), cfg))).toBe('not-chat-request');
+  });
+
+  it('/v1/responses and other paths are not covered (passed through) before the body is read', () => {
+    expect(decideScope(buf('not json'), { ...cfg, endpoint: 'responses' })).toEqual({
+      inScope: false,
+      reason: 'endpoint-not-covered',
+      detail: 'responses',
+    });
+    expect(decideScope(buf(body()), { ...cfg, endpoint: undefined })).toEqual({
+      inScope: false,
+      reason: 'endpoint-not-covered',
+      detail: 'other-path',
+    });
   });
 });

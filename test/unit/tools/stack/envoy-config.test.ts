@@ -156,13 +156,18 @@ describe('renderEnvoyConfig content', () => {
   const chatHop = listener(cfg, 'front_chat');
   const egress = listener(cfg, 'egress');
 
-  it('front listener: router only, chat route to the internal chat hop, other paths to the router tier', () => {
+  it('front listener: router only, the endpoints the sidecar continues to the internal chat hop, other paths to the router tier', () => {
     const h = hcm(front);
     expect(h.http_filters.map((f: any) => f.name)).toEqual(['envoy.filters.http.router']);
     expect(front.per_connection_buffer_limit_bytes).toBe(32 * 1024);
-    const [chat, other] = h.route_config.virtual_hosts[0].routes;
-    expect(chat.match).toEqual({ path: '/v1/chat/completions' });
-    expect(chat.route).toMatchObject({ cluster: 'front_chat', timeout: '0s' });
+    const routes = h.route_config.virtual_hosts[0].routes;
+    const other = routes.at(-1);
+    expect(routes.slice(0, -1).map((r: any) => [r.name, r.match])).toEqual([
+      ['chat', { path: '/v1/chat/completions' }],
+      ['completions', { path: '/v1/completions' }],
+      ['responses', { path: '/v1/responses' }],
+    ]);
+    for (const r of routes.slice(0, -1)) expect(r.route).toMatchObject({ cluster: 'front_chat', timeout: '0s' });
     expect(other.match).toEqual({ prefix: '/' });
     expect(other.route).toMatchObject({ cluster: 'router_tier', timeout: '0s' });
     expect(h.request_timeout).toBe('0s');
@@ -409,9 +414,12 @@ test('chatHop: false puts ext_proc on the front listener and keeps it off the pa
   const front = cfg.static_resources.listeners.find((l: any) => l.name === 'front');
   const hcm = front.filter_chains[0].filters[0].typed_config;
   expect(hcm.http_filters.map((f: any) => f.name)).toEqual(['envoy.filters.http.ext_proc', 'envoy.filters.http.router']);
-  const [chat, passthrough] = hcm.route_config.virtual_hosts[0].routes;
-  expect(chat.route.cluster).toBe('router_tier');
-  expect(chat.typed_per_filter_config).toBeUndefined();
+  const routes = hcm.route_config.virtual_hosts[0].routes;
+  const passthrough = routes.at(-1);
+  for (const r of routes.slice(0, -1)) {
+    expect(r.route.cluster).toBe('router_tier');
+    expect(r.typed_per_filter_config).toBeUndefined();
+  }
   expect(passthrough.typed_per_filter_config['envoy.filters.http.ext_proc'].disabled).toBe(true);
   // The default is the hop.
   const dflt = renderEnvoyConfig(base) as any;
