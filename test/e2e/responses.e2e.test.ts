@@ -228,3 +228,20 @@ describe('/v1/responses streams on vLLM', () => {
     expect(rescued.text.startsWith(failed.text)).toBe(true);
   });
 });
+
+describe('/v1/responses on SGLang: passed through, as without the gateway', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack({ replicas: 1, engine: { dialect: 'sglang' }, env: { CONTINUATION_ENGINE: 'sglang' } });
+  });
+  afterAll(async () => stack?.stop());
+
+  test('the engine’s stream reaches the client unchanged, decided responses-engine-unsupported', async () => {
+    const id = newRequestId('resp');
+    const via = await postResponses(stack.url, body(), { ...SIZE, 'x-request-id': id });
+    const direct = await postResponses(stack.engines[0].url, body(), { ...SIZE, 'x-request-id': id });
+    expectWellFormed(via, 'response.completed');
+    expect(normalized(via.raw)).toBe(normalized(direct.raw));
+    expect(stack.records({ decision: 'PASSTHROUGH', reason: 'responses-engine-unsupported' })).not.toHaveLength(0);
+  });
+});

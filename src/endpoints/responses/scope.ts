@@ -41,8 +41,10 @@ export function decideResponsesScope(
   raw: Buffer,
   cfg: { continuationModel: string | undefined; engine: Engine; maxContinuationBodyBytes: number; maxJsonDepth?: number },
 ): ResponsesScope {
-  // SGLang streams the Responses API only through its harmony (gpt-oss) path, whose events the gateway has not
-  // read (docs and README, "Scope"); llama.cpp's has not been read either.
+  // Only vLLM's event stream is written back (events.ts). SGLang 0.5.23 streams its own variant
+  // (serving_responses.py responses_stream_generator_non_harmony: `rs_`/`msg_` ids, reasoning as summary events
+  // when a summary is asked, message items held back until the end when tools are given, its harmony path for
+  // gpt-oss); llama.cpp's has not been read. Passed through until the writer reproduces them.
   if (cfg.engine !== 'vllm') return skip('responses-engine-unsupported', cfg.engine);
   if (raw.length > cfg.maxContinuationBodyBytes) return skip('body-too-large', `${raw.length} bytes`);
   if (exceedsJsonDepth(raw, cfg.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH)) return skip('json-too-deep');

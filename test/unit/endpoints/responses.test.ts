@@ -26,7 +26,7 @@ describe('scope', () => {
   ])('%s: passed through', (_c, b, reason) => {
     expect(scope(b)).toMatchObject({ inScope: false, reason });
   });
-  test('SGLang: passed through (its streaming Responses is harmony-only)', () => {
+  test('SGLang: passed through (its own variant of the event stream)', () => {
     expect(scope(ok, { ...CFG, engine: 'sglang' })).toMatchObject({ inScope: false, reason: 'responses-engine-unsupported' });
   });
 });
