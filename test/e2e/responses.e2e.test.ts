@@ -178,6 +178,40 @@ describe('/v1/responses streams on vLLM', () => {
     }
   });
 
+  test('a replica dies under ~100 streams at once: every stream of it continued, every stream the uninterrupted one', async () => {
+    const slow = { ...SIZE, 'x-fake-token-ms': '40' };
+    const ids = new Set(Array.from({ length: 99 }, () => newRequestId('replica')));
+    const runs = [...ids].map((id) => postResponses(stack.url, body(), { ...slow, 'x-request-id': id }));
+    // A leg of the burst: the client's request id, with -aN for a re-run attempt (a busy machine may re-run some).
+    const ours = (q: { headers: Record<string, string> }) => ids.has((q.headers['x-request-id'] ?? '').replace(/-a\d+$/, ''));
+    const started = () =>
+      new Set(
+        stack.engines
+          .flatMap((e) => e.requests)
+          .filter((q) => ours(q) && q.tokensSent >= 3)
+          .map((q) => q.headers['x-request-id'].replace(/-a\d+$/, '')),
+      );
+    // Every stream past its first delta (3 tokens written) before the replica goes down.
+    while (started().size < ids.size) await new Promise((r) => setTimeout(r, 20));
+    stack.engines[0].failFor(1000);
+    const results = await Promise.all(runs);
+    for (const r of results) {
+      expectWellFormed(r, 'response.completed');
+      expect(normalized(r.raw)).toBe(normalized(ref.raw));
+    }
+    // The dead replica's streams were continued through the chat path on another replica (on a busy machine a
+    // starved stream elsewhere may be taken for a stall and continued too: that is the gateway's job as well).
+    const onA = [...ids].filter((id) => {
+      const legs = seenFor(stack, id);
+      return (
+        legs.some((s) => s.path === '/v1/chat/completions') &&
+        legs.filter((s) => s.path === '/v1/responses').at(-1)?.replica === 'replica-a'
+      );
+    });
+    expect(onA.length).toBeGreaterThan(0);
+    for (const id of onA) expect(seenFor(stack, id).at(-1)?.replica).not.toBe('replica-a');
+  });
+
   test.each([
     ['previous_response_id (history only the engine holds)', { previous_response_id: 'resp_earlier' }],
     ['a function call output in the input', { input: [{ type: 'function_call_output', call_id: 'call_1', output: '42' }] }],
