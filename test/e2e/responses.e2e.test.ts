@@ -100,8 +100,9 @@ describe('/v1/responses streams on vLLM', () => {
       env: {
         CONTINUATION_ENGINE: 'vllm',
         MAX_ATTEMPTS: '2',
-        // A stall before the first delta is re-run after this; one after it continued after the stall timer.
-        FIRST_DELTA_TIMEOUT_SECONDS: '2',
+        // A stall before the first delta is re-run after this; one after it continued after the stall timer. 5 s: at
+        // 2 s a burst of 100 on two cores shared with other suites gave up before the first delta (a 504, twice).
+        FIRST_DELTA_TIMEOUT_SECONDS: '5',
         STALL_IDLE_TIMEOUT_SECONDS: '1',
         RECOVERY_BUDGET_PERCENT: '100',
         TOKENIZE_URL: '{engine0}/tokenize',
