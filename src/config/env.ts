@@ -69,6 +69,8 @@ export interface GatewayConfig {
   readonly maxRecoveryPromptTokens: number;
   /** The most delivered text (UTF-8 bytes) a stream keeps for a continuation; past it, it can no longer be continued. */
   readonly maxContinuationPrefixBytes: number;
+  /** INTERRUPTION_NEXT_REQUEST_MAX_BYTES: the interruption event carries a continuation request up to this size (0: never). */
+  readonly interruptionNextRequestMaxBytes: number;
   /** Response header naming a leg's model revision (else system_fingerprint); undefined = not read. */
   readonly modelRevisionHeader: string | undefined;
   readonly maxContinuationBodyBytes: number;
@@ -198,6 +200,7 @@ function accountingSettings(e: Variables) {
   return {
     maxRecoveryPromptTokens: e.MAX_RECOVERY_PROMPT_TOKENS,
     maxContinuationPrefixBytes: e.MAX_CONTINUATION_PREFIX_BYTES,
+    interruptionNextRequestMaxBytes: e.INTERRUPTION_NEXT_REQUEST_MAX_BYTES,
     modelRevisionHeader: e.MODEL_REVISION_HEADER || undefined,
     maxContinuationBodyBytes: Math.floor(e.MAX_CONTINUATION_BODY_MB * MB),
     maxRequestBodyBytes: Math.floor(e.MAX_REQUEST_BODY_MB * MB),

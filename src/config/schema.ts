@@ -40,6 +40,8 @@ export const schema = z.object({
   RECOVERY_BRAKE_SECONDS: num(5, { positive: true, max: MAX_TIMER_SECONDS }),
   MAX_RECOVERY_PROMPT_TOKENS: num(0, { int: true, min: 0 }),
   MAX_CONTINUATION_PREFIX_BYTES: num(4_194_304, { int: true, min: 1024 }),
+  // The interruption event's ready continuation request (src/recovery/next-request.ts): its largest size; 0 = never.
+  INTERRUPTION_NEXT_REQUEST_MAX_BYTES: num(1_048_576, { int: true, min: 0, max: 104_857_600 }),
   MODEL_REVISION_HEADER: z
     .string()
     .optional()

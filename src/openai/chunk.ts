@@ -33,6 +33,8 @@ export function readChoiceZero(chunk: JsonObject): ChoiceZero {
   if (!choice) return NO_CHOICE;
   const d = choice.delta;
   const finishReason = typeof choice.finish_reason === 'string' ? choice.finish_reason : null;
+  // A text_completion chunk (/v1/completions) carries its text in the choice itself: content, as the client has it.
+  if (!isObject(d) && typeof choice.text === 'string') return { ...NO_CHOICE, content: choice.text, finishReason };
   if (!isObject(d)) return finishReason === null ? NO_CHOICE : { ...NO_CHOICE, finishReason };
   const field: ReasoningField | null =
     typeof d.reasoning_content === 'string' ? 'reasoning_content' : typeof d.reasoning === 'string' ? 'reasoning' : null;

@@ -2,6 +2,7 @@
 // continue it, the stream ends with ONE machine-readable error event and [DONE], never with a silent close
 // or a truncated stream that looks complete. OpenAI-compatible clients raise this as an APIError.
 import { clientErrorPayload } from '../errors';
+import type { NextRequest } from './next-request';
 import type { InterruptReason, PreCommitReason } from './reasons';
 
 export interface InterruptionInfo {
@@ -10,13 +11,15 @@ export interface InterruptionInfo {
   /** A stable code (src/recovery/reasons.ts); with partialOutput false (held structured output) a pre-commit one. */
   reason: InterruptReason | PreCommitReason;
   partialOutput?: boolean;
+  /** The ready continuation request (src/recovery/next-request.ts), when there is one: `next_request`, last. */
+  nextRequest?: NextRequest;
 }
 
 export const INTERRUPTION_CODE = 'upstream_decode_interrupted';
 
 export function interruptionPayload(i: InterruptionInfo): object {
   const partial = i.partialOutput ?? true;
-  return clientErrorPayload({
+  const payload = clientErrorPayload({
     code: INTERRUPTION_CODE,
     message: partial
       ? `The model replica failed after part of the answer was delivered, and the gateway could not continue it (${i.reason}). The delivered output is incomplete.`
@@ -26,6 +29,7 @@ export function interruptionPayload(i: InterruptionInfo): object {
     retryable: false,
     reason: i.reason,
   });
+  return i.nextRequest ? { error: { ...payload.error, next_request: i.nextRequest } } : payload;
 }
 
 export function interruptionEvent(i: InterruptionInfo): Buffer {

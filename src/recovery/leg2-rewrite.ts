@@ -8,6 +8,10 @@ import { correctUsage } from './usage';
 export interface Leg2RewriteOptions {
   /** Leg1's id; null when leg1 showed none (then ids pass unchanged). */
   responseId: string | null;
+  /** Leg1's `created`; null when leg1 showed none (then leg 2's passes unchanged). */
+  created?: number | null;
+  /** False: the endpoint's usage has no reasoning count (completions); none is added. Default true. */
+  countsReasoning?: boolean;
   /** The reasoning field name leg1 used; null when leg1 showed no reasoning (then names pass unchanged). */
   reasoningField: ReasoningField | null;
   recovered: RecoveredTokens;
@@ -23,6 +27,8 @@ export function rewriteLeg2Chunk(chunk: JsonObject, opts: Leg2RewriteOptions): J
 
   // Reference: only a chunk that has an id gets leg1's id.
   if (opts.responseId && out.id) out.id = opts.responseId;
+  // One stream, one creation time: leg 2 was created later, and every chunk of an uninterrupted stream has the same.
+  if (typeof opts.created === 'number' && typeof out.created === 'number') out.created = opts.created;
 
   if (opts.reasoningField && Array.isArray(chunk.choices)) {
     const want = opts.reasoningField;
@@ -37,7 +43,7 @@ export function rewriteLeg2Chunk(chunk: JsonObject, opts: Leg2RewriteOptions): J
     });
   }
 
-  if (out.usage) out.usage = correctUsage(out.usage, opts.recovered, opts.multimodal);
+  if (out.usage) out.usage = correctUsage(out.usage, opts.recovered, opts.multimodal, opts.countsReasoning ?? true);
   return out;
 }
 

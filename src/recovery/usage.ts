@@ -60,7 +60,7 @@ export function fromRunningUsage(usage: unknown, current: boolean, counted: Coun
  * key leg2 reported is kept as is: the client should see the shape its engine emits (vLLM's
  * completion_tokens_details, prompt_tokens_details: null, ...), only with corrected numbers.
  */
-export function correctUsage(usage: unknown, recovered: RecoveredTokens, multimodal: boolean): JsonObject {
+export function correctUsage(usage: unknown, recovered: RecoveredTokens, multimodal: boolean, countsReasoning = true): JsonObject {
   const leg2 = isObject(usage) ? usage : {};
   // The engine's own running count of the original prompt is exact, multimodal or not.
   const engineCounted = recovered.accounting?.prompt === 'engine-usage';
@@ -81,6 +81,8 @@ export function correctUsage(usage: unknown, recovered: RecoveredTokens, multimo
     completion_tokens: completionTokens,
     total_tokens: promptTokens + completionTokens,
   };
+  // A completion's usage counts no reasoning (vLLM's has no such field): none is invented.
+  if (!countsReasoning) return withCachedClamped(out, leg2, promptTokens);
 
   // Reasoning count, in whichever shape the engine uses: SGLang puts it at the top level, vLLM (and
   // OpenAI) in completion_tokens_details. With neither present, the top-level key is added, as the
@@ -97,6 +99,11 @@ export function correctUsage(usage: unknown, recovered: RecoveredTokens, multimo
     out.reasoning_tokens = num(leg2.reasoning_tokens) + recovered.reasoningTokens;
   }
 
+  return withCachedClamped(out, leg2, promptTokens);
+}
+
+/** `out` with leg 2's cached_tokens kept below the corrected prompt. */
+function withCachedClamped(out: JsonObject, leg2: JsonObject, promptTokens: number): JsonObject {
   // Reference: only a non-empty prompt_tokens_details is touched, and only a cached_tokens that is set.
   const promptDetails = leg2.prompt_tokens_details;
   if (isObject(promptDetails) && Object.keys(promptDetails).length > 0) {

@@ -123,6 +123,8 @@ export class StreamTracker {
   finishReason: string | null = null;
   doneSeen = false;
   id: string | null = null;
+  /** Leg 1's `created` (every chunk the client sees carries it, leg 2's rewritten). */
+  created: number | null = null;
   model: string | null = null;
   /** The engine's system_fingerprint, from the first chunk that has one (a model revision source). */
   systemFingerprint: string | null = null;
@@ -167,6 +169,7 @@ export class StreamTracker {
     if (o.kind !== 'chunk') return;
     const j = o.json;
     if (this.id === null && typeof j.id === 'string') this.id = j.id;
+    if (this.created === null && typeof j.created === 'number') this.created = j.created;
     if (this.model === null && typeof j.model === 'string') this.model = j.model;
     if (this.systemFingerprint === null && typeof j.system_fingerprint === 'string' && j.system_fingerprint)
       this.systemFingerprint = j.system_fingerprint;

@@ -6,6 +6,7 @@
 // everything delivered so far (a leg that failed after answering, up to MAX_CONTINUATIONS; default 1, the
 // reference's two legs at most), or the interruption event. The request (originated-response.ts) runs the legs
 // and applies each result: it settles the slot, records the cause and delivers the ending.
+import { planCompletionsLeg } from '../completions/plan-leg';
 import { type Leg2Plan, planContinuationRequest, type SkipReason } from '../recovery/continuation-request';
 import { causeOf } from '../recovery/give-up-detail';
 import { classifyCase } from '../recovery/interrupted-case';
@@ -100,6 +101,8 @@ export async function runContinuationLeg(r: ContinuationPort, n: number, heldToo
 async function planLeg(
   r: ContinuationPort,
 ): Promise<{ plan: Planned; counted: CountedRecoveredTokens; verdict: Prepared['verdict'] } | { end: SkipReason }> {
+  // A completion continues its prompt as plain text: no chat design (src/completions/).
+  if (r.req.endpoint === 'completions') return planCompletionsLeg(r, r.req.payload);
   const cfg = r.config;
   const prepared = await prepareContinuation(r);
   // The engine's own running count where it streamed one (continuous usage stats): exact, and what the client
@@ -220,6 +223,8 @@ function relay(
       delivered: { reasoning: r.tracker.reasoning, content: r.tracker.content },
       phase: plan.design.phase,
       split: plan.design.shape.split,
+      // A completion's usage has no reasoning count to correct (src/recovery/usage.ts).
+      countsReasoning: r.req.endpoint !== 'completions',
       deliver: (out) => r.deliver(out),
       responses: r.req.responses,
     },

@@ -9,6 +9,7 @@ import { type ClientErrorCode, clientErrorBody, clientErrorHeaders } from '../er
 import type { REQUEST_OUTCOMES } from '../obs/metric-labels';
 import { giveUpDetail } from '../recovery/give-up-detail';
 import { DONE_EVENT, interruptionEvent } from '../recovery/interruption';
+import type { NextRequest } from '../recovery/next-request';
 import type { FailureCause, FailureKind, InterruptReason, PassReason, PreCommitReason } from '../recovery/reasons';
 import type { LegResponse } from '../upstream/client';
 import type { CancelCause } from './cancellation';
@@ -179,6 +180,8 @@ export interface EndFacts {
   doneSeen: boolean;
   /** A Responses stream: no [DONE], and an interruption is its response.failed event (src/endpoints/responses). */
   responses?: Pick<ResponsesStream, 'failed'>;
+  /** The interruption event's ready continuation request, when there is one (src/recovery/next-request.ts). */
+  nextRequest?: NextRequest;
 }
 
 /**
@@ -200,7 +203,12 @@ export function finalResponse(e: Ending, f: EndFacts): FinalResponse {
       return { tail: f.doneSeen || f.responses ? NO_BYTES : DONE_EVENT };
     case 'interrupted':
       if (f.responses && e.partialOutput) {
-        const info = { requestId: f.requestId, deliveredOutputTokens: f.deliveredOutputTokens, reason: e.reason };
+        const info = {
+          requestId: f.requestId,
+          deliveredOutputTokens: f.deliveredOutputTokens,
+          reason: e.reason,
+          nextRequest: f.nextRequest,
+        };
         return { tail: f.responses.failed(info) };
       }
       if (!e.partialOutput)
@@ -211,7 +219,12 @@ export function finalResponse(e: Ending, f: EndFacts): FinalResponse {
       return {
         tail: Buffer.concat([
           e.heldToolCall ?? NO_BYTES,
-          interruptionEvent({ requestId: f.requestId, deliveredOutputTokens: f.deliveredOutputTokens, reason: e.reason }),
+          interruptionEvent({
+            requestId: f.requestId,
+            deliveredOutputTokens: f.deliveredOutputTokens,
+            reason: e.reason,
+            nextRequest: f.nextRequest,
+          }),
         ]),
       };
     case 'http-error':

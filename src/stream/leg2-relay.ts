@@ -47,6 +47,8 @@ export interface Leg2Host {
   readonly phase: Phase;
   /** Who splits leg 2's text: the engine, or the gateway's harmony split (src/families/types.ts Leg2Shape). */
   readonly split: 'engine' | 'harmony';
+  /** The endpoint's usage counts reasoning (chat); false for completions, whose usage never has a reasoning count. */
+  readonly countsReasoning: boolean;
   /** The request's delivery (after the commit point: sent). */
   deliver(out: readonly Outgoing[]): Promise<void> | undefined;
   /** A Responses stream: the leg's chunks are written as its events (src/endpoints/responses/stream.ts). */
@@ -151,7 +153,7 @@ class Leg2Relay implements LegHooks {
     const { bytes, usage } = rewriteForClient(this.h, o, this.lastUsage);
     if (usage) this.lastUsage = usage;
     // The tracker keeps the corrected usage: a further continuation leg counts from it.
-    const tracked: ObservedEvent = { ...o, json: { ...o.json, id: undefined, usage: usage ?? o.json.usage } };
+    const tracked: ObservedEvent = { ...o, json: { ...o.json, id: undefined, created: undefined, usage: usage ?? o.json.usage } };
     const responses = this.h.responses;
     if (!responses) return this.emit({ bytes, events: [tracked] });
     return this.emit(() => {
@@ -216,7 +218,9 @@ class Leg2Relay implements LegHooks {
 function rewriteForClient(h: Leg2Host, o: ObservedEvent, lastUsage: JsonObject | null): { bytes: Buffer; usage?: JsonObject } {
   let rewritten = rewriteLeg2Chunk(o.json, {
     responseId: h.tracker.id,
+    created: h.tracker.created,
     reasoningField: h.tracker.reasoningField,
+    countsReasoning: h.countsReasoning,
     recovered: h.recovered,
     multimodal: h.multimodal,
   });
@@ -224,7 +228,9 @@ function rewriteForClient(h: Leg2Host, o: ObservedEvent, lastUsage: JsonObject |
   const corrected = isObject(rewritten.usage) ? rewritten.usage : undefined;
   const usage = corrected && lastUsage ? atLeast(corrected, lastUsage) : corrected;
   if (h.toolCallKey && o.toolCall) rewritten = withIdempotentToolCallIds(rewritten, h.toolCallKey) ?? rewritten;
-  if (!h.clientWantsUsage) delete rewritten.usage;
+  // A client that did not ask gets no usage leg 2 was asked for; SGLang's `usage: null` on every chunk stays, as in an
+  // uninterrupted stream.
+  if (!h.clientWantsUsage && rewritten.usage !== null) delete rewritten.usage;
   else if (usage) {
     const a = h.accounting;
     const continuation = {

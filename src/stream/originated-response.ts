@@ -147,8 +147,7 @@ export class OriginatedResponse {
     if (e.kind !== 'complete' && e.kind !== 'passed-through') this.sender.cancel(); // a passed-through body is still read
     const delivered = this.delivered();
     logInterruption(this.log, e, delivered, this.facts.causes);
-    const facts = { requestId: this.view.requestId, deliveredOutputTokens: delivered, doneSeen: this.tracker.doneSeen };
-    const end = finalResponse(e, { ...facts, responses: this.view.req.responses });
+    const end = finalResponse(e, this.view.endFacts(e, delivered));
     if (end !== null) await this.client.end(end, () => this.gone);
     return true;
   }

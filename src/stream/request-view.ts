@@ -6,11 +6,13 @@ import type { Decision } from '../obs/decisions';
 import type { Logger } from '../obs/logger';
 import type { RequestTrace } from '../obs/tracing';
 import { idempotencyKeyOf } from '../openai/tool-call-ids';
+import { type NextRequest, nextRequest } from '../recovery/next-request';
 import type { FailureCause } from '../recovery/reasons';
 import { requestSource } from '../recovery/request-source';
 import type { SlotEnd } from '../recovery/slot-evidence';
 import type { RequestCancellation } from './cancellation';
 import { continuationModelOf, type GatewayContext, type InScopeRequest } from './context';
+import type { EndFacts, Ending } from './ending';
 import type { Outgoing } from './leg-loop';
 import type { LegSender } from './leg-sender';
 import type { ContinuationPort, GiveUpView, Leg1Port, OpenLeg, Refusal, TrackerView } from './request-port';
@@ -105,6 +107,41 @@ export class RequestView implements Leg1Port, ContinuationPort, GiveUpView {
   }
   get openLeg(): OpenLeg {
     return this.act.openLeg;
+  }
+
+  /** What the request knows as it delivers `e` (ending.ts EndFacts): an interruption's next request is built here. */
+  endFacts(e: Ending, deliveredOutputTokens: number): EndFacts {
+    const nextRequest = e.kind === 'interrupted' && e.partialOutput ? this.nextRequest() : undefined;
+    return {
+      requestId: this.requestId,
+      deliveredOutputTokens,
+      doneSeen: this.tracker.doneSeen,
+      nextRequest,
+      responses: this.req.responses,
+    };
+  }
+
+  /**
+   * The interruption event's ready continuation request (src/recovery/next-request.ts), from what the client has now;
+   * undefined when there is none. Never throws: the interruption event goes out whatever happens here.
+   */
+  nextRequest(): NextRequest | undefined {
+    // A Responses request with no chat form (src/endpoints/responses/to-chat.ts): nothing to continue from.
+    if (this.req.responses?.notContinuable !== undefined) return undefined;
+    const cfg = this.ctx.config;
+    const target = {
+      continuationModel: this.continuationModel ?? '',
+      engine: cfg.engine,
+      served: this.chatTemplate?.served(),
+      clock: { leg1At: new Date(this.leg1SentAt), now: new Date() },
+    };
+    const rates = { cjk: cfg.cjkCharsPerToken, other: cfg.otherCharsPerToken };
+    try {
+      return nextRequest(this.req, this.tracker, { maxBytes: cfg.interruptionNextRequestMaxBytes, rates, target });
+    } catch (e) {
+      this.log.warn({ err: e }, 'no next request for the interruption event');
+      return undefined;
+    }
   }
 
   isGone(): boolean {

@@ -199,7 +199,10 @@ async function endpointCounts(
   const text = (t: string) => (t ? client.text(url, model, t, call) : Promise.resolve(0));
   // Images have no template text to count: a multimodal prompt is always leg 2's minus the prefix. A
   // template call that fails while the text calls answer still leaves that exact subtraction.
-  const templated = client.prompt && !hasMultimodalContent(payload) ? client.prompt(url, payload, call).catch(() => undefined) : undefined;
+  // Only a chat request has a templated prompt (a completion's prompt is leg 2's minus the prefix).
+  const chat = Array.isArray(payload?.messages);
+  const templated =
+    client.prompt && chat && !hasMultimodalContent(payload) ? client.prompt(url, payload, call).catch(() => undefined) : undefined;
   const [reasoningTokens, contentTokens, prefixTokens, promptTokens] = await Promise.all([
     text(texts.reasoning),
     text(texts.content),

@@ -87,14 +87,15 @@ describe('default timers (headers timeout 60 s, no first-delta timeout, stall ti
     // A 503 (nothing generated) and a 500 (nothing delivered) are re-run by the sidecar, once with MAX_ATTEMPTS=2:
     // both tries answer the same status here.
     const rerun = status >= 500;
-    const fault = rerun ? `status@${status};status@${status}` : `status@${status}`;
+    // A 429 is sent to another replica by Envoy's egress (num_retries 2): refused on every attempt here.
+    const fault = rerun ? `status@${status};status@${status}` : status === 429 ? 'status@429;status@429;status@429' : `status@${status}`;
     const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': fault });
     expect(r.transportError).toBeNull();
     expect(r.status).toBe(status);
     expect(String(r.headers['content-type'])).toContain('application/json');
     expect(JSON.parse(r.raw)).toEqual({ error: { message: `fake-engine injected status ${status}`, type: 'InjectedError', code: status } });
-    // Only a 5xx (500, 502, 503, 504) is re-sent (by the sidecar, under MAX_ATTEMPTS; Envoy's egress retries no
-    // status): one engine request per attempt. The last answer reaches the client unchanged.
+    // Only a 5xx (500, 502, 503, 504) is re-sent by the sidecar (under MAX_ATTEMPTS), and a 429 by Envoy's egress
+    // (within the sidecar's one leg): one engine request per attempt. The last answer reaches the client unchanged.
     const seen = seenFor(stack, id);
     if (rerun) {
       expect(seen.map((q) => q.headers['x-request-id'])).toEqual([id, `${id}-a2`]);
@@ -106,7 +107,7 @@ describe('default timers (headers timeout 60 s, no first-delta timeout, stall ti
         attempt: 2,
       });
     } else {
-      expect(seen).toHaveLength(1);
+      expect(seen).toHaveLength(status === 429 ? 3 : 1);
       expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'passed-through-status', upstream_status: status, legs: 1, attempt: 1 });
     }
   });

@@ -150,17 +150,21 @@ describe('backoff and Retry-After (RETRY_BACKOFF_SECONDS=0.4, RETRY_AFTER_MAX_SE
     expect(await stack.waitForEnd(id)).toMatchObject({ reason: 'overloaded:retry-after-too-long' });
   });
 
-  test('a 429 passes through unchanged with its Retry-After: never re-run', async () => {
+  test('a 429 every attempt gets passes through unchanged with its Retry-After: never re-run by the sidecar', async () => {
     const id = newRequestId('429');
-    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'status@429:7;-' });
+    // Envoy's egress sends a refused leg to another replica (test/e2e/rate-limited.e2e.test.ts); a Retry-After
+    // above RETRY_AFTER_MAX_SECONDS is not waited for, so its three attempts come at once, each refused.
+    const fault = 'status@429:70;status@429:70;status@429:70';
+    const r = await postChat(stack.url, chatBody(), { ...SIZE, 'x-request-id': id, 'x-fake-fault': fault });
     expect(r.status).toBe(429);
-    expect(r.headers['retry-after']).toBe('7');
+    expect(r.headers['retry-after']).toBe('70');
     expect(r.headers['content-type']).toBe('application/json');
     expect(JSON.parse(r.raw)).toEqual({
       error: expect.objectContaining({ message: 'fake-engine injected status 429', code: 429 }),
     });
-    expect(seenFor(stack, id)).toHaveLength(1);
-    expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'passed-through-status', upstream_status: 429 });
+    // Envoy's three attempts of the one leg the sidecar sent.
+    expect(seenFor(stack, id).map((s) => s.headers['x-request-id'])).toEqual([id, id, id]);
+    expect(await stack.waitForEnd(id)).toMatchObject({ outcome: 'passed-through-status', upstream_status: 429, legs: 1 });
   });
 });
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Consumes one streaming chat completion (or, with --endpoint responses, one streamed Responses API
-response) with the official OpenAI Python client and prints what the client saw as one JSON line on stdout:
+"""Consumes one streaming chat completion (or, with --endpoint completions, one streamed text completion; with
+--endpoint responses, one streamed Responses API response) with the official OpenAI Python client and prints what
+the client saw as one JSON line on stdout:
 
   {"content": str, "reasoning": str (only when any), "finish_reasons": [str], "ids": [str],
    "error": null | {"type", "code", "message", "exception", "status", "body"}}
@@ -31,7 +32,10 @@ def parse_args(argv):
     p.add_argument("--model", default="test-model")
     p.add_argument("--prompt", default="Tell me about continuation.")
     p.add_argument("--timeout", type=float, default=30.0, help="client timeout in seconds")
-    p.add_argument("--endpoint", choices=["chat", "responses"], default="chat")
+    p.add_argument("--endpoint", choices=["chat", "completions", "responses"], default="chat",
+                   help="chat: client.chat.completions (delta); completions: client.completions (choice.text); "
+                   "responses: client.responses (events)")
+    p.add_argument("--max-tokens", type=int, default=None)
     p.add_argument("--previous-response-id", default=None, help="responses: previous_response_id to send")
     return p.parse_args(argv)
 
@@ -110,17 +114,27 @@ def main(argv):
         return 0
     content, reasoning, finish_reasons, ids = [], [], [], []
     error = None
+    extra = {} if args.max_tokens is None else {"max_tokens": args.max_tokens}
     try:
-        stream = client.chat.completions.create(
-            model=args.model,
-            messages=[{"role": "user", "content": args.prompt}],
-            stream=True,
-            extra_headers=headers,
-        )
+        if args.endpoint == "completions":
+            stream = client.completions.create(model=args.model, prompt=args.prompt, stream=True, extra_headers=headers, **extra)
+        else:
+            stream = client.chat.completions.create(
+                model=args.model,
+                messages=[{"role": "user", "content": args.prompt}],
+                stream=True,
+                extra_headers=headers,
+                **extra,
+            )
         for chunk in stream:
             if chunk.id and chunk.id not in ids:
                 ids.append(chunk.id)
             for choice in chunk.choices or []:
+                if args.endpoint == "completions":
+                    content.append(choice.text or "")
+                    if choice.finish_reason:
+                        finish_reasons.append(choice.finish_reason)
+                    continue
                 delta = choice.delta
                 if delta is not None:
                     content.append(delta.content or "")

@@ -7,6 +7,8 @@ export interface ClientResult {
   raw: string;
   chunks: any[];
   ids: string[];
+  /** Every distinct `created` of the chunks (one for one stream). */
+  created: number[];
   reasoning: string;
   content: string;
   finishReasons: string[];
@@ -28,14 +30,37 @@ export function chatBody(extra: Record<string, unknown> = {}, text = 'Tell me ab
   return { model: 'test-model', stream: true, messages: [{ role: 'user', content: text }], ...extra };
 }
 
+export function completionsBody(extra: Record<string, unknown> = {}, prompt = 'Once upon a time, a replica'): any {
+  return { model: 'test-model', stream: true, prompt, ...extra };
+}
+
 /** `onBytes` is called for each piece of the body as it arrives (e.g. to know a stream has started). */
-export async function postChat(
+export function postChat(
   url: string,
   body: unknown,
   headers: Record<string, string> = {},
   onBytes?: (text: string) => void,
 ): Promise<ClientResult> {
-  const res = await request(`${url}/v1/chat/completions`, {
+  return postStream(`${url}/v1/chat/completions`, body, headers, onBytes);
+}
+
+/** POST /v1/completions: the reassembled `content` is every choice's `text`. */
+export function postCompletions(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  onBytes?: (text: string) => void,
+): Promise<ClientResult> {
+  return postStream(`${url}/v1/completions`, body, headers, onBytes);
+}
+
+async function postStream(
+  target: string,
+  body: unknown,
+  headers: Record<string, string>,
+  onBytes?: (text: string) => void,
+): Promise<ClientResult> {
+  const res = await request(target, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
@@ -58,6 +83,7 @@ export function reassemble(raw: string): Omit<ClientResult, 'status' | 'headers'
   const r = {
     chunks: [] as any[],
     ids: [] as string[],
+    created: [] as number[],
     reasoning: '',
     content: '',
     finishReasons: [] as string[],
@@ -85,12 +111,14 @@ export function reassemble(raw: string): Omit<ClientResult, 'status' | 'headers'
     }
     r.chunks.push(j);
     if (j.id && !r.ids.includes(j.id)) r.ids.push(j.id);
+    if (typeof j.created === 'number' && !r.created.includes(j.created)) r.created.push(j.created);
     if (j.usage) r.usage = j.usage;
     for (const c of j.choices ?? []) {
       const d = c.delta ?? {};
       if (d.role) r.roleChunks++;
       r.reasoning += d.reasoning_content ?? d.reasoning ?? '';
       r.content += d.content ?? '';
+      if (typeof c.text === 'string') r.content += c.text; // a text_completion chunk
       if (d.tool_calls) r.toolCalls.push(...d.tool_calls);
       if (c.finish_reason) r.finishReasons.push(c.finish_reason);
     }

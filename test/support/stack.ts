@@ -87,6 +87,7 @@ export async function startTestStack(o: TestStackOptions = {}): Promise<TestStac
     ...(continuationEngine ? { continuationEgressPort: 0, continuationTier: [{ host: '127.0.0.1', port: continuationEngine.port }] } : {}),
     stallTimeoutSeconds: Number(o.env?.STALL_IDLE_TIMEOUT_SECONDS ?? (o.productionDefaults ? 20 : 1)),
     maxStallSeconds: Number(o.env?.MAX_STALL_SECONDS ?? 300),
+    ...(o.env?.RETRY_AFTER_MAX_SECONDS ? { retryAfterMaxSeconds: Number(o.env.RETRY_AFTER_MAX_SECONDS) } : {}),
     // The sidecar serves grpc.health.v1: Envoy sees it NOT_SERVING while it drains.
     extProcHealthCheck: o.healthCheck ?? 'grpc',
     ...(o.maxHeapBytes !== undefined ? { maxHeapBytes: o.maxHeapBytes } : {}),

@@ -11,6 +11,8 @@ export interface ChunkContext {
   model: string;
   /** The weight revision this replica serves, as `system_fingerprint` on every chunk (FakeEngineOptions.revision). */
   revision?: string;
+  /** `completions`: `text_completion` chunks (tools/fake-engine/text-completion.ts); default chat. */
+  endpoint?: 'chat' | 'completions';
 }
 
 /** SGLang reports the id of the stop token it matched (Kimi's <|im_end|>); null when cut by length. */

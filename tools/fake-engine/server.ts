@@ -12,6 +12,7 @@ import { PrefillLoad } from './prefill';
 import { ResponsesRun, responsesAsChat } from './responses';
 import { parseBurst, StreamRun } from './stream';
 import { planTemplateAnswer, type TemplateModelOptions, templateModel, templatePromptText } from './template-model';
+import { planTextCompletion } from './text-completion';
 import { contentText, promptTokens, tokenId, tokenize } from './tokens';
 
 export type { Dialect } from './dialect';
@@ -98,6 +99,12 @@ function readBody(req: http.IncomingMessage): Promise<string> {
   });
 }
 
+/** x-fake-answer-tokens when it is valid (the chat path answers 400 to an invalid one itself). */
+function parseSizeOrUndefined(h: Record<string, string>) {
+  const size = parseSize(h['x-fake-answer-tokens']);
+  return size === 'bad' ? undefined : size;
+}
+
 function parseJson(raw: string): any {
   try {
     return raw === '' ? undefined : JSON.parse(raw);
@@ -127,10 +134,16 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
 
   const bad = (ex: Exchange, message: string) => ex.sendJson(400, errorBody(message, 'BadRequestError', 400));
 
-  /** A chat completion, or (`responses`) a Responses stream of the same answer (tools/fake-engine/responses.ts). */
-  function chat(ex: Exchange, responses = false): void {
+  /**
+   * A chat, (endpoint `completions`) text completion or (`responses`) Responses stream request (tools/fake-engine/
+   * responses.ts: the chat answer of the same messages): faults first, then the deterministic answer.
+   */
+  function chat(ex: Exchange, endpoint: 'chat' | 'completions' | 'responses' = 'chat'): void {
     const { record } = ex;
     const h = record.headers;
+    // A completion is a continuation when its prompt carries the start of its own answer (text-completion.ts).
+    const textPlan = endpoint === 'completions' ? planTextCompletion(record.body, parseSizeOrUndefined(h)) : undefined;
+    if (textPlan?.ok) record.continuation = textPlan.plan.continuation;
     let fault: Fault | undefined;
     try {
       fault = takeFault(h['x-fake-fault'], record.continuation, opts.faultScope === 'request' ? h['x-request-id'] : undefined);
@@ -159,6 +172,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       const retryAfter: Record<string, string> = fault.retryAfter === undefined ? {} : { 'retry-after': String(fault.retryAfter) };
       return ex.sendJson(code, errorBody(`fake-engine injected status ${code}`, 'InjectedError', code), retryAfter);
     }
+    const responses = endpoint === 'responses';
     const body = responses ? responsesAsChat(record.body) : record.body;
     if (!body || typeof body !== 'object') return bad(ex, 'fake-engine: body is not JSON');
     if (responses && body.stream !== true) return bad(ex, 'fake-engine: /v1/responses is served streamed only');
@@ -172,9 +186,12 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     }
     const size = parseSize(h['x-fake-answer-tokens']);
     if (size === 'bad') return bad(ex, 'fake-engine: x-fake-answer-tokens must be "R,C"');
-    const planned = tm
-      ? planTemplateAnswer(body, dialect, tm, answerFor(withoutTrailingAssistant(body.messages ?? []), size, false), new Date())
-      : planRequest(body, h, dialect, family);
+    if (textPlan && body.stream !== true) return bad(ex, 'fake-engine: only streamed completions are served');
+    const planned = textPlan
+      ? textPlan
+      : tm
+        ? planTemplateAnswer(body, dialect, tm, answerFor(withoutTrailingAssistant(body.messages ?? []), size, false), new Date())
+        : planRequest(body, h, dialect, family);
     if (!planned.ok) return bad(ex, planned.message);
 
     const burst = parseBurst(h['x-fake-burst']);
@@ -183,7 +200,9 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     const settings = {
       ctx: {
         dialect,
-        id: dialect === 'vllm' && xrid !== undefined ? `chatcmpl-${xrid}` : `chatcmpl-${name}-${++counter}`,
+        id: `${textPlan ? 'cmpl' : 'chatcmpl'}-${dialect === 'vllm' && xrid !== undefined ? xrid : `${name}-${++counter}`}`,
+        // A Responses answer is the chat answer of the same messages.
+        endpoint: responses ? ('chat' as const) : endpoint,
         created: CREATED,
         model: typeof body.model === 'string' ? body.model : model,
         revision: opts.revision,
@@ -279,7 +298,8 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     ex.onClose(() => live.delete(ex));
 
     if (req.method === 'POST' && path === '/v1/chat/completions') return chat(ex);
-    if (req.method === 'POST' && path === '/v1/responses') return chat(ex, true);
+    if (req.method === 'POST' && path === '/v1/responses') return chat(ex, 'responses');
+    if (req.method === 'POST' && path === '/v1/completions') return chat(ex, 'completions');
     if (req.method === 'POST' && (path === '/tokenize' || (path === '/v1/tokenize' && tokenizer === 'sglang')))
       return tokenizerRoute(ex, tokenizeRoute);
     if (req.method === 'POST' && path === '/apply-template' && tokenizer === 'llamacpp') return tokenizerRoute(ex, applyTemplateRoute);
@@ -325,7 +345,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
         failFor(ms: number) {
           unavailableUntil = Date.now() + ms;
           for (const ex of live)
-            if (ex.record.path === '/v1/chat/completions' || ex.record.path === '/v1/responses') ex.killSocket('reset');
+            if (['/v1/chat/completions', '/v1/completions', '/v1/responses'].includes(ex.record.path)) ex.killSocket('reset');
         },
         close: () =>
           new Promise<void>((done) => {

@@ -9,6 +9,7 @@ import { type ChunkContext, finishChunk, roleChunk, tokenChunk, usageChunk } fro
 import type { Exchange } from './exchange';
 import type { Fault } from './faults';
 import { type Plan, reasoningTokenCount } from './plan';
+import { completionFinishChunk, completionTokenChunk, completionUsageChunk, completionUsageObject } from './text-completion';
 
 const MALFORMED_EVENT = 'data: {"this is not json\n\n';
 const INJECTED_ERROR = '{"error":{"message":"fake-engine injected error","type":"InternalServerError","code":500}}';
@@ -57,11 +58,23 @@ export class StreamRun {
   private runningUsage(generated: number): Record<string, unknown> {
     const { plan } = this.s;
     const reasoning = Math.min(generated, plan.reasoningTokens ?? reasoningTokenCount(plan.deltas));
-    return usageChunk(this.s.ctx, { prompt: plan.promptTokens, completion: generated, reasoning }).usage as Record<string, unknown>;
+    const counts = { prompt: plan.promptTokens, completion: generated, reasoning };
+    if (this.completions) return completionUsageObject(this.s.ctx, counts);
+    return usageChunk(this.s.ctx, counts).usage as Record<string, unknown>;
+  }
+
+  private get completions(): boolean {
+    return this.s.ctx.endpoint === 'completions';
+  }
+
+  private finishChunk(finish: string): Record<string, unknown> {
+    return this.completions ? completionFinishChunk(this.s.ctx, finish) : finishChunk(this.s.ctx, finish);
   }
 
   private begin(): void {
     this.ex.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    // A completion has no role chunk: its first chunk is its first token.
+    if (this.completions) return void this.ex.later(this.s.intervalMs, () => this.step());
     const role: Record<string, unknown> = roleChunk(this.s.ctx);
     // vLLM's role chunk carries the running usage too (prompt only), SGLang's none (serving_chat.py L2580-2595).
     if (this.s.continuousUsage && this.s.ctx.dialect === 'vllm') role.usage = this.runningUsage(0);
@@ -84,7 +97,7 @@ export class StreamRun {
       if (this.index >= n) return this.finish();
       const d = plan.deltas[this.index];
       if (d.kind !== 'silent') {
-        const chunk = tokenChunk(this.s.ctx, d);
+        const chunk = this.completions && d.kind === 'content' ? completionTokenChunk(this.s.ctx, d.text) : tokenChunk(this.s.ctx, d);
         if (this.s.continuousUsage) (chunk as Record<string, unknown>).usage = this.runningUsage(this.index + 1);
         this.event(chunk);
       }
@@ -118,7 +131,7 @@ export class StreamRun {
         this.ex.end('data: [DONE]\n\n');
         return false;
       case 'abort':
-        this.event(finishChunk(this.s.ctx, 'abort'));
+        this.event(this.finishChunk('abort'));
         this.ex.end('data: [DONE]\n\n');
         return false;
       case 'malformed':
@@ -144,11 +157,12 @@ export class StreamRun {
 
   private finish(): void {
     const { ctx, plan, fault, includeUsage } = this.s;
-    this.event(finishChunk(ctx, plan.finish));
+    this.event(this.finishChunk(plan.finish));
     if (includeUsage) {
       const reasoning = plan.reasoningTokens ?? reasoningTokenCount(plan.deltas);
       const sign = fault?.kind === 'negative-usage' ? -1 : 1;
-      this.event(usageChunk(ctx, { prompt: sign * plan.promptTokens, completion: sign * plan.deltas.length, reasoning: sign * reasoning }));
+      const counts = { prompt: sign * plan.promptTokens, completion: sign * plan.deltas.length, reasoning: sign * reasoning };
+      this.event(this.completions ? completionUsageChunk(ctx, counts) : usageChunk(ctx, counts));
     }
     this.ex.end(fault?.kind === 'nodone' ? undefined : 'data: [DONE]\n\n');
   }

@@ -87,6 +87,12 @@ export interface EnvoyConfigOptions {
   /** Request bodies up to this size stay retryable on the egress routes (default 16 MiB). */
   retryBufferLimitBytes?: number;
   /**
+   * The longest `Retry-After` of a replica's 429 that the egress route waits out before it sends the leg to another
+   * replica (the sidecar's RETRY_AFTER_MAX_SECONDS; default 10). A longer one is not waited for: the retry goes
+   * after Envoy's ordinary back-off (25 ms base), to another replica.
+   */
+  retryAfterMaxSeconds?: number;
+  /**
    * How Envoy health-checks the sidecar (default 'tcp'). 'grpc' uses grpc.health.v1 (service ""), which proves
    * the gRPC server answers; switch to it once the sidecar serves the health service.
    */
@@ -240,6 +246,9 @@ function isIp(host: string): boolean {
  * per-connection request limit) is covered by the sidecar's one re-run of a UC (src/upstream/client.ts).
  */
 export const ROUTER_IDLE_TIMEOUT_SECONDS = 1;
+
+/** retryAfterMaxSeconds' default: the sidecar's RETRY_AFTER_MAX_SECONDS default. */
+export const DEFAULT_RETRY_AFTER_MAX_SECONDS = 10;
 
 /** A cluster for one router tier (the "router_tier" or the "continuation_tier"). */
 function routerCluster(name: string, tier: UpstreamHost[], connectTimeoutSeconds: number, idleTimeoutSeconds: number): object {
@@ -620,7 +629,7 @@ function egressListener(
   port: number,
   cluster: string,
   idleTimeout: string,
-  retryBufferLimitBytes: number,
+  retry: { bufferLimitBytes: number; retryAfterMaxSeconds: number },
   revisionHeader?: string,
 ): object {
   return {
@@ -669,8 +678,22 @@ function egressListener(
                           // 3 engine requests against a failing pool. Not on resets after headers (the
                           // sidecar's continuation handles those). No per_try_idle_timeout / per_try_timeout /
                           // max_stream_duration: they would cut long or slow streams.
+                          // A 429 is a replica refusing the request before generating anything (it is full, or
+                          // rate-limits): another replica may be idle, so Envoy sends it there, after the
+                          // replica's Retry-After (delay-seconds; an HTTP-date or a value above
+                          // retryAfterMaxSeconds is not read, and Envoy's ordinary back-off applies) and never
+                          // back to it while another replica is left (previous_hosts). Here rather than in the
+                          // sidecar: Envoy knows the replicas and which one refused; the sidecar sees one egress
+                          // address. The sidecar's FIRST_DELTA_DEADLINE_SECONDS bounds the whole (it cancels the
+                          // leg); when every attempt is refused, the last 429 reaches the sidecar, which passes
+                          // it through with its Retry-After. Verified on Envoy 1.40 (docs/envoy.md (l)).
                           retry_policy: {
-                            retry_on: 'connect-failure,refused-stream,reset-before-request',
+                            retry_on: 'connect-failure,refused-stream,reset-before-request,retriable-status-codes',
+                            retriable_status_codes: [429],
+                            rate_limited_retry_back_off: {
+                              reset_headers: [{ name: 'retry-after', format: 'SECONDS' }],
+                              max_interval: secs(retry.retryAfterMaxSeconds),
+                            },
                             num_retries: 2,
                             // Send the retry to another replica than the one that just failed.
                             retry_host_predicate: [
@@ -683,7 +706,7 @@ function egressListener(
                         // it silently disables retries for that request (observed: a 3 MiB body to a dead
                         // replica got 503 UF with the 1 MiB default). Chat bodies with long histories or
                         // images exceed 1 MiB; memory use is the actual body size, not the limit.
-                        request_body_buffer_limit: retryBufferLimitBytes,
+                        request_body_buffer_limit: retry.bufferLimitBytes,
                         // Lets the sidecar tell Envoy's own reply ("router tier unreachable": flags such as UF,
                         // URX, UH, UO) from the router's own 5xx ("-"). OVERWRITE so an upstream cannot forge it.
                         // Verified on Envoy 1.40: route response_headers_to_add also applies to the router's
@@ -777,6 +800,10 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
   const retryBuffer = o.retryBufferLimitBytes ?? 16 * 1024 * 1024;
   if (!Number.isInteger(retryBuffer) || retryBuffer <= 0)
     throw new Error(`renderEnvoyConfig: retryBufferLimitBytes must be a positive integer`);
+  const retryAfterMax = o.retryAfterMaxSeconds ?? DEFAULT_RETRY_AFTER_MAX_SECONDS;
+  if (!Number.isFinite(retryAfterMax) || retryAfterMax <= 0)
+    throw new Error(`renderEnvoyConfig: retryAfterMaxSeconds must be a positive number, got ${retryAfterMax}`);
+  const retry = { bufferLimitBytes: retryBuffer, retryAfterMaxSeconds: retryAfterMax };
   const listeners: object[] = [
     frontListener(o, idleTimeout),
     ...(o.chatHop === false ? [] : [chatListener(idleTimeout)]),
@@ -785,7 +812,7 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
       o.egressPort,
       ROUTER_CLUSTER,
       idleTimeout,
-      retryBuffer,
+      retry,
       hasRevisions(o.routerTier) ? (o.modelRevisionHeader ?? DEFAULT_MODEL_REVISION_HEADER) : undefined,
     ),
   ];
@@ -800,7 +827,7 @@ export function renderEnvoyConfig(o: EnvoyConfigOptions): object {
         o.continuationEgressPort as number,
         CONTINUATION_CLUSTER,
         idleTimeout,
-        retryBuffer,
+        retry,
         hasRevisions(o.continuationTier) ? (o.modelRevisionHeader ?? DEFAULT_MODEL_REVISION_HEADER) : undefined,
       ),
     );

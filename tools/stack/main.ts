@@ -53,6 +53,8 @@ async function main(): Promise<number> {
   const stallTimeoutSeconds = envNumber(env, 'STALL_IDLE_TIMEOUT_SECONDS', 20, { min: 0.001 });
   const maxStallSeconds = envNumber(env, 'MAX_STALL_SECONDS', 300, { min: 0.001 });
   const upstreamHeadersTimeoutSeconds = envNumber(env, 'UPSTREAM_HEADERS_TIMEOUT_SECONDS', 60, { min: 0.001 });
+  // The longest Retry-After of a replica's 429 Envoy's egress waits out before another replica (envoy-config.ts).
+  const retryAfterMaxSeconds = envNumber(env, 'RETRY_AFTER_MAX_SECONDS', 10, { min: 0.001 });
   const adminPortEnv = env.ENVOY_ADMIN_PORT ? envNumber(env, 'ENVOY_ADMIN_PORT', 0, { int: true, min: 1 }) : undefined;
   const envoyLogLevel = env.ENVOY_LOG_LEVEL?.trim() || 'warning';
   // Envoy's memory cap for clients that do not read (tools/stack/envoy-memory.ts; default 384 MiB).
@@ -216,6 +218,7 @@ async function main(): Promise<number> {
       stallTimeoutSeconds,
       maxStallSeconds,
       upstreamHeadersTimeoutSeconds,
+      retryAfterMaxSeconds,
       extProcHealthCheck: healthCheck,
       logLevel: envoyLogLevel,
       ...(envoyMaxHeapMb !== undefined ? { maxHeapBytes: envoyMaxHeapMb * 1024 * 1024 } : {}),

@@ -154,7 +154,14 @@ describeHelm('the chart on a first install', () => {
       '--set',
       'chatTemplate.auto=true',
     ];
-    const recovery = ['maxAttempts', 'maxContinuations', 'stallIdleTimeoutSeconds', 'maxStallSeconds', 'firstDeltaDeadlineSeconds'];
+    const recovery = [
+      'maxAttempts',
+      'maxContinuations',
+      'stallIdleTimeoutSeconds',
+      'maxStallSeconds',
+      'firstDeltaDeadlineSeconds',
+      'interruptionNextRequestMaxBytes',
+    ];
     all.push(...recovery.flatMap((k) => ['--set', `recovery.${k}=3`]), '--set', 'recovery.tokenizeUrl=http://t/tokenize');
     all.push('--set', 'tokenizer.path=/t', '--set', 'tokenizer.inImage=true', '--set', 'resources.sidecar.limits.memory=1Gi');
     const names = new Set<string>();
@@ -163,7 +170,7 @@ describeHelm('the chart on a first install', () => {
       const side = [...(t.initContainers ?? []), ...t.containers].find((c: any) => c.name === 'continuation-sidecar');
       for (const e of side.env) names.add(e.name);
     }
-    expect(names.size).toBe(23);
+    expect(names.size).toBe(24);
     for (const name of names) {
       const r = await run(helm, ['template', 'gw', CHART, '--set', `extraEnv.${name}=x`]);
       expect([name, r.code, r.out]).toEqual([name, 1, expect.stringContaining(`extraEnv.${name}: the chart sets ${name}`)]);

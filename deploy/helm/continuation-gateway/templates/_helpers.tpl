@@ -86,7 +86,7 @@ envoy.json: |
   value: {{ .Values.engine | quote }}
 - name: CONTINUATION_ENABLED
   value: {{ .Values.recovery.enabled | toString | quote }}
-{{- range $name, $key := dict "MAX_ATTEMPTS" "maxAttempts" "MAX_CONTINUATIONS" "maxContinuations" "STALL_IDLE_TIMEOUT_SECONDS" "stallIdleTimeoutSeconds" "MAX_STALL_SECONDS" "maxStallSeconds" "FIRST_DELTA_DEADLINE_SECONDS" "firstDeltaDeadlineSeconds" "TOKENIZE_URL" "tokenizeUrl" }}
+{{- range $name, $key := dict "MAX_ATTEMPTS" "maxAttempts" "MAX_CONTINUATIONS" "maxContinuations" "STALL_IDLE_TIMEOUT_SECONDS" "stallIdleTimeoutSeconds" "MAX_STALL_SECONDS" "maxStallSeconds" "FIRST_DELTA_DEADLINE_SECONDS" "firstDeltaDeadlineSeconds" "TOKENIZE_URL" "tokenizeUrl" "INTERRUPTION_NEXT_REQUEST_MAX_BYTES" "interruptionNextRequestMaxBytes" }}
 {{- $v := index $.Values.recovery $key }}
 {{- if ne (toString $v) "" }}
 - name: {{ $name }}

@@ -235,7 +235,7 @@ describe('side endpoints', () => {
     const msgTok = JSON.parse((await postJson(`${vl.url}/tokenize`, { model: 'm', messages })).text);
     expect(msgTok.count).toBe(promptTokenCount(messages));
 
-    const missing = await postJson(`${sg.url}/v1/completions`, {});
+    const missing = await postJson(`${sg.url}/v1/embeddings`, {});
     expect(missing.status).toBe(404);
     expect(JSON.parse(missing.text).error.code).toBe(404);
   });

@@ -242,8 +242,11 @@ describe('renderEnvoyConfig content', () => {
     expect(r.route.timeout).toBe('0s');
     expect(r.route.max_stream_duration).toBeUndefined();
     expect(r.route.retry_policy).toMatchObject({
-      // No 503: the sidecar re-runs those under its admission (one engine request per leg).
-      retry_on: 'connect-failure,refused-stream,reset-before-request',
+      // No 503: the sidecar re-runs those under its admission (one engine request per leg). A 429 (a replica
+      // refusing before any work) goes to another replica after its Retry-After, up to RETRY_AFTER_MAX_SECONDS.
+      retry_on: 'connect-failure,refused-stream,reset-before-request,retriable-status-codes',
+      retriable_status_codes: [429],
+      rate_limited_retry_back_off: { reset_headers: [{ name: 'retry-after', format: 'SECONDS' }], max_interval: '10s' },
       num_retries: 2,
       host_selection_retry_max_attempts: 3,
     });
@@ -252,7 +255,11 @@ describe('renderEnvoyConfig content', () => {
     expect(r.route.retry_policy.per_try_timeout).toBeUndefined();
     expect(r.request_body_buffer_limit).toBe(16 * 1024 * 1024);
     expect(h.delayed_close_timeout).toBe('0s');
-    expect(r.route.retry_policy.retriable_status_codes).toBeUndefined();
+    const shorter = renderEnvoyConfig({ ...base, retryAfterMaxSeconds: 2.5 }) as any;
+    const shorterEgress = shorter.static_resources.listeners.find((l: any) => l.name === 'egress');
+    const policy = shorterEgress.filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes[0].route.retry_policy;
+    expect(policy.rate_limited_retry_back_off.max_interval).toBe('2.5s');
+    expect(() => renderEnvoyConfig({ ...base, retryAfterMaxSeconds: 0 })).toThrow(/retryAfterMaxSeconds/);
     expect(r.response_headers_to_add[0].header).toEqual({ key: 'x-gateway-upstream-flags', value: '%RESPONSE_FLAGS%' });
     expect(r.response_headers_to_add[1].header).toEqual({ key: 'x-gateway-upstream-host', value: '%UPSTREAM_METADATA(envoy.lb:replica)%' });
     expect(JSON.stringify(cfg)).not.toContain('per_try_idle_timeout');
