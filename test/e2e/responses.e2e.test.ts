@@ -7,7 +7,7 @@
 import OpenAI from 'openai';
 import { request } from 'undici';
 import { resetFaults } from '../../tools/fake-engine/faults';
-import { newRequestId } from '../support/client';
+import { newRequestId, postChat } from '../support/client';
 import { startTestStack, type TestStack } from '../support/stack';
 import { seenFor } from './helpers';
 
@@ -278,5 +278,31 @@ describe('/v1/responses on SGLang: passed through, as without the gateway', () =
     expectWellFormed(via, 'response.completed');
     expect(normalized(via.raw)).toBe(normalized(direct.raw));
     expect(stack.records({ decision: 'PASSTHROUGH', reason: 'responses-engine-unsupported' })).not.toHaveLength(0);
+  });
+});
+
+describe('/v1/responses with CONTINUATION_ENABLED=false: response.failed hands the client its next request', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack({
+      replicas: 2,
+      engine: { dialect: 'vllm', tokenizer: 'vllm' },
+      env: { CONTINUATION_ENGINE: 'vllm', CONTINUATION_ENABLED: 'false' },
+    });
+  });
+  afterAll(async () => stack?.stop());
+
+  test('posted as it is, the next request (the chat leg) gives the rest of the answer', async () => {
+    const ref = await postResponses(stack.url, body(), SIZE);
+    const r = await postResponses(stack.url, body(), { ...SIZE, 'x-fake-fault': 'crash@12' });
+    const failed = expectWellFormed(r, 'response.failed');
+    expect(failed.error).toMatchObject({ code: 'upstream_decode_interrupted', reason: 'continuation-disabled' });
+    const next = failed.error.next_request;
+    expect(next).toMatchObject({ method: 'POST', path: '/v1/chat/completions' });
+    const rest = await postChat(stack.url, next.body, SIZE);
+    expect(rest.finishReasons).toEqual(['stop']);
+    const delivered = textOf(r, 'response.output_text.delta');
+    expect(delivered.length).toBeGreaterThan(0);
+    expect(delivered + rest.content).toBe(textOf(ref, 'response.output_text.delta'));
   });
 });
