@@ -168,7 +168,7 @@ export class ResponsesRun {
         ? { id, type: 'message', role: 'assistant', content: [], status: 'in_progress' }
         : { id, type: 'reasoning', summary: [], status: 'in_progress' };
     this.event({ type: 'response.output_item.added', output_index: index, item });
-    this.event({ type: 'response.content_part.added', output_index: index, item_id: id, content_index: 0, part: part(kind, '') });
+    this.event({ type: 'response.content_part.added', output_index: index, item_id: id, content_index: 0, part: part(kind, '', true) });
   }
 
   private close(): void {
@@ -224,6 +224,8 @@ export class ResponsesRun {
   }
 }
 
-function part(kind: 'reasoning' | 'message', text: string): Record<string, unknown> {
-  return kind === 'message' ? { type: 'output_text', text, annotations: [], logprobs: [] } : { type: 'reasoning_text', text };
+/** vLLM sets a message part's logprobs where it opens it (`[]`) and leaves them unset in the finished part. */
+function part(kind: 'reasoning' | 'message', text: string, opening = false): Record<string, unknown> {
+  if (kind === 'reasoning') return { type: 'reasoning_text', text };
+  return opening ? { type: 'output_text', text, annotations: [], logprobs: [] } : { type: 'output_text', text, annotations: [] };
 }

@@ -19,9 +19,13 @@ export interface ItemPlace {
 
 const partType = (kind: TextItemKind): string => (kind === 'message' ? 'output_text' : 'reasoning_text');
 
-/** A text part as a message carries it (the reasoning item's part has no annotations or logprobs). */
-function part(kind: TextItemKind, text: string): JsonObject {
-  return kind === 'message' ? { type: 'output_text', text, annotations: [], logprobs: [] } : { type: 'reasoning_text', text };
+/**
+ * A text part (the reasoning item's has no annotations). vLLM sets a message part's logprobs only where it opens
+ * (content_part.added: `[]`); the finished part leaves them unset.
+ */
+function part(kind: TextItemKind, text: string, opening = false): JsonObject {
+  if (kind === 'reasoning') return { type: 'reasoning_text', text };
+  return opening ? { type: 'output_text', text, annotations: [], logprobs: [] } : { type: 'output_text', text, annotations: [] };
 }
 
 /** output_item.added and content_part.added: a new item opens (vLLM opens one with its first delta). */
@@ -37,7 +41,7 @@ export function itemOpened(p: ItemPlace): Unnumbered[] {
       output_index: p.outputIndex,
       item_id: p.id,
       content_index: p.contentIndex,
-      part: part(p.kind, ''),
+      part: part(p.kind, '', true),
     },
   ];
 }
