@@ -30,6 +30,8 @@ beforeAll(async () => {
       TOKENIZE_URL: '{engine0}/tokenize',
       TOKENIZE_TIMEOUT_MS: '3000',
       RECOVERY_BUDGET_PERCENT: '100',
+      // 100 streams on two shared cores: a starved leg must not read as a stall (the suites' default is 1 s).
+      STALL_IDLE_TIMEOUT_SECONDS: '5',
     },
   });
 });
@@ -64,7 +66,7 @@ test('a crash at every token: the client gets the uninterrupted stream, byte for
   expect(results.map((x) => x.legs)).toEqual(results.map((x) => (x.at === 0 ? [false, false] : [false, true])));
 });
 
-test('a burst: 100 streams, one replica falls over under half of them, every stream complete', async () => {
+test('a burst: 100 streams, the replica serving most of them falls over, every stream complete', async () => {
   const n = 100;
   let started = 0;
   let allStarted!: () => void;
@@ -88,9 +90,13 @@ test('a burst: 100 streams, one replica falls over under half of them, every str
     return { r, expected: completionAnswer(prompt, long).join('') };
   });
   await everyStreamStarted;
-  const live = stack.engines[0].requests.filter((q) => q.closedAt === undefined).length;
-  // Its streams are reset now, and it answers 503 for a moment (new legs are re-run elsewhere).
-  stack.engines[0].failFor(500);
+  // The replica serving the most of the burst falls over: its streams are reset now, and it answers 503 for a
+  // moment (new legs are re-run elsewhere).
+  const liveOn = (e: (typeof stack.engines)[number]) =>
+    e.requests.filter((q) => q.headers['x-request-id']?.startsWith('burst') && q.closedAt === undefined).length;
+  const victim = [...stack.engines].sort((a, b) => liveOn(b) - liveOn(a))[0];
+  const live = liveOn(victim);
+  victim.failFor(500);
   const done = await Promise.all(runs);
   expect(live).toBeGreaterThan(0);
   // eslint-disable-next-line no-console
@@ -165,6 +171,16 @@ test('out of scope (echo, logprobs, suffix, n, a list prompt): passed through, n
     expect(seenFor(stack, id).map((s) => s.body)).toEqual([body]);
     expect(stack.records({ request_id: id, decision: 'PASSTHROUGH' })).toMatchObject([{ reason }]);
   }
+  // /v1/responses reaches the sidecar (Envoy routes it to the hop) and is handed back: the engine's own answer.
+  const responses = newRequestId('responses-out');
+  const res = await fetch(`${stack.url}/v1/responses`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-request-id': responses },
+    body: JSON.stringify({ model: 'test-model', stream: true, input: 'hi' }),
+  });
+  expect(res.status).toBe(404); // the fake engine serves no /v1/responses
+  await res.text();
+  expect(stack.records({ request_id: responses, decision: 'PASSTHROUGH' })).toMatchObject([{ reason: 'endpoint-not-covered' }]);
   const list = newRequestId('cmpl-out-list');
   await postCompletions(stack.url, completionsBody({ prompt: ['a', 'b'] }), { 'x-request-id': list });
   expect(stack.records({ request_id: list, decision: 'PASSTHROUGH' })).toMatchObject([{ reason: 'completions-prompt-not-text' }]);

@@ -1,12 +1,15 @@
 // POST /v1/completions: a prompt string continued as plain text, streamed as `text_completion` chunks, in the
 // two engines' shapes (our reading of their code, which this fake only confirms):
 //   vLLM   vllm/entrypoints/openai/completion/serving.py completion_stream_generator (read at commit 030ea52 of
-//          vllm-project/vllm; the shape 0.33.0 streams): no role chunk; each chunk `model_dump_json(exclude_unset=True)`
-//          {id, object: "text_completion", created, model, choices: [{index, text, logprobs, finish_reason,
-//          stop_reason}]} (usage only with continuous usage stats: prompt, total, completion); the last token's
-//          chunk carries the finish_reason (an end-of-sequence token adds no text: "" with "stop"); the final usage
-//          chunk `exclude_none=True`: choices [] and {prompt_tokens, total_tokens, completion_tokens}.
-//   SGLang python/sglang/srt/entrypoints/openai/serving_completions.py _generate_completion_stream (0.5.x):
+//          vllm-project/vllm, not yet checked against the 0.33.0 sdist the rest of the fake reads): no role chunk;
+//          each chunk `model_dump_json(exclude_unset=True)`: {id, object: "text_completion", created, model,
+//          choices: [{index, text, logprobs, finish_reason, stop_reason}]} (usage only with continuous usage stats:
+//          prompt, total, completion); the finish_reason rides on the last generated token's chunk: an
+//          end-of-sequence token adds no text, so "" with "stop" (a `length` cut carries it on its last text chunk;
+//          this fake sends it on a chunk of its own); the usage chunk `exclude_none=True`: choices [] and
+//          {prompt_tokens, total_tokens, completion_tokens}.
+//   SGLang python/sglang/srt/entrypoints/openai/serving_completions.py _generate_completion_stream (0.5.x; read at
+//          commit 004c82e of sgl-project/sglang):
 //          `model_dump_json()` of every field: choices [{index, text, logprobs, finish_reason, matched_stop}] and
 //          `usage: null`; the usage chunk `exclude_none=True` with UsageProcessor's layout (as chat's).
 // Optional extension fields (token_ids, prompt_token_ids, hidden states) are left out: off unless asked for.
