@@ -67,6 +67,11 @@ export const PASSTHROUGH_REASONS = [
   'continuation-model-undetected',
   'envoy-too-old',
   'envoy-version-unknown',
+  // POST /v1/responses (src/endpoints/responses/scope.ts), beside the reasons it shares with chat.
+  'not-responses-request',
+  'responses-background',
+  'responses-server-tools',
+  'responses-engine-unsupported',
 ];
 
 /** Interruption event reasons that carry no run-time part (src/recovery/reasons.ts InterruptReason). */
@@ -75,6 +80,7 @@ export const INTERRUPTION_REASONS = [
   'nothing-recoverable',
   'continuation-disabled',
   'continuation-unsupported',
+  'responses-input-unsupported',
   'continuation-prefix-too-large',
   'budget-exhausted',
   'tool-call-seen',

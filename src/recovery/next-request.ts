@@ -48,7 +48,9 @@ export function nextRequest(req: InScopeBody, received: Received, s: NextRequest
   const own = req.payload.stream_options;
   if (own === undefined) delete body.stream_options;
   else body.stream_options = own;
-  const next: NextRequest = { method: 'POST', path: ENDPOINT_PATHS[req.endpoint], body };
+  // A Responses stream is continued through the chat path (src/endpoints/responses): its next request is that leg.
+  const path = ENDPOINT_PATHS[req.endpoint === 'responses' ? 'chat' : req.endpoint];
+  const next: NextRequest = { method: 'POST', path, body };
   return Buffer.byteLength(JSON.stringify(next)) <= s.maxBytes ? next : undefined;
 }
 

@@ -46,6 +46,9 @@ export type InterruptReason =
   // served template, the engine's own rendering, or a date change said otherwise): not sent.
   | 'continuation-unverified'
   | 'continuation-disabled'
+  // A Responses request whose input the gateway cannot rebuild as chat messages (previous_response_id, tool
+  // calls or other items in the input: src/endpoints/responses/to-chat.ts).
+  | 'responses-input-unsupported'
   // The delivered text outgrew MAX_CONTINUATION_PREFIX_BYTES: relayed to its end, never continued.
   | 'continuation-prefix-too-large'
   // The continuation was planned but not sent (src/recovery/continuation-request.ts SkipReason).

@@ -24,12 +24,16 @@ export type ScopeSkipReason =
   | 'vllm-multimodal'
   | 'continuation-model-unset'
   | 'multiple-choices'
-  /** A path no continuation is built for yet (`/v1/responses` until its own schema lands), or no endpoint at all. */
+  /** A path no continuation is built for here (`/v1/responses` is decided by src/endpoints/responses/scope.ts), or no endpoint at all. */
   | 'endpoint-not-covered'
   | CompletionsSkipReason;
 
 /** What an in-scope request is, per endpoint: its parsed payload, typed by the endpoint's schema. */
-export type InScopeBody = { endpoint: 'chat'; payload: ChatRequest } | { endpoint: 'completions'; payload: CompletionRequest };
+export type InScopeBody =
+  | { endpoint: 'chat'; payload: ChatRequest }
+  | { endpoint: 'completions'; payload: CompletionRequest }
+  // A Responses stream (src/endpoints/responses/scope.ts decides it): its continuation legs are chat requests.
+  | { endpoint: 'responses'; payload: ChatRequest };
 
 export type ScopeDecision =
   | ({ inScope: true; multimodal: boolean; bodyBytes: number; structured: boolean } & InScopeBody)

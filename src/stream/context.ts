@@ -1,6 +1,7 @@
 // What every request shares inside one sidecar process: frozen config, the upstream client, recovery
 // admission, the stream count, the logger, the metrics and the drain flag.
 import type { GatewayConfig } from '../config/env';
+import type { ResponsesStream } from '../endpoints/responses/stream';
 import type { Logger } from '../obs/logger';
 import type { Metrics } from '../obs/metrics';
 import type { Tracing } from '../obs/tracing';
@@ -52,4 +53,8 @@ export type InScopeRequest = InScopeBody & {
   multimodal: boolean;
   /** response_format json_*: held whole until finish (BUFFER_STRUCTURED_OUTPUT), re-run on failure. */
   structured: boolean;
+  /** POST /v1/responses: leg 1's reader, its continuation's writer, its failure event (src/endpoints/responses). */
+  responses?: ResponsesStream;
+  /** Where continuation legs are sent when not to `path` (a Responses stream continues through the chat path). */
+  continuationPath?: string;
 };

@@ -60,10 +60,18 @@ export function decideAfterLeg1Failure(r: ContinuationPort, out: LegFailure): En
     continuationEnabled: r.config.continuationEnabled,
     prefixTooLarge: t.prefixCapped,
   });
-  if (d.action !== 'interrupt') return null;
+  if (d.action !== 'interrupt') return notContinuable(r, kase);
   if (d.reason === 'continuation-disabled')
     r.log.info({ decision: 'SKIPPED', reason: d.reason, case: kase }, 'dry run: continuation detected but CONTINUATION_ENABLED=false');
   return interruption(d.reason, out.heldToolCall);
+}
+
+/** A Responses request whose continuation cannot be built (src/endpoints/responses/to-chat.ts): its interruption. */
+function notContinuable(r: ContinuationPort, kase: string): Ending | null {
+  const why = r.req.responses?.notContinuable;
+  if (why === undefined) return null;
+  r.log.info({ decision: 'SKIPPED', reason: 'responses-input-unsupported', case: kase, detail: why }, 'no continuation leg');
+  return interruption('responses-input-unsupported');
 }
 
 /** Continuation leg `n` (leg n + 1 of the request). `heldToolCall`: a tool call held at leg 1's failure. */
@@ -218,6 +226,7 @@ function relay(
       // A completion's usage has no reasoning count to correct (src/recovery/usage.ts).
       countsReasoning: r.req.endpoint !== 'completions',
       deliver: (out) => r.deliver(out),
+      responses: r.req.responses,
     },
     new LegReader(res.body),
   );

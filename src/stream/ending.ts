@@ -4,6 +4,7 @@
 // carries what it delivers (the engine's answer, the failing event, a held tool call).
 // OriginatedResponse.finish() records it (the only writer of the outcome) and delivers it, once; its report
 // turns it into the metrics and the request_end record.
+import type { ResponsesStream } from '../endpoints/responses/stream';
 import { type ClientErrorCode, clientErrorBody, clientErrorHeaders } from '../errors';
 import type { REQUEST_OUTCOMES } from '../obs/metric-labels';
 import { giveUpDetail } from '../recovery/give-up-detail';
@@ -177,6 +178,8 @@ export interface EndFacts {
   deliveredOutputTokens: number;
   /** The client already got a [DONE]. */
   doneSeen: boolean;
+  /** A Responses stream: no [DONE], and an interruption is its response.failed event (src/endpoints/responses). */
+  responses?: Pick<ResponsesStream, 'failed'>;
   /** The interruption event's ready continuation request, when there is one (src/recovery/next-request.ts). */
   nextRequest?: NextRequest;
 }
@@ -188,11 +191,26 @@ export interface EndFacts {
  */
 export type FinalResponse = { verbatim: LegResponse } | { head?: ResponseHead; dropHeldBody?: boolean; tail: Buffer } | null;
 
+/** The engine's failing event without the [DONE] a chat stream ends with: a Responses stream has none. */
+function withoutDone(events: Buffer): Buffer {
+  const tail = events.subarray(events.length - DONE_EVENT.length);
+  return tail.equals(DONE_EVENT) ? events.subarray(0, events.length - DONE_EVENT.length) : events;
+}
+
 export function finalResponse(e: Ending, f: EndFacts): FinalResponse {
   switch (e.kind) {
     case 'complete':
-      return { tail: f.doneSeen ? NO_BYTES : DONE_EVENT };
+      return { tail: f.doneSeen || f.responses ? NO_BYTES : DONE_EVENT };
     case 'interrupted':
+      if (f.responses && e.partialOutput) {
+        const info = {
+          requestId: f.requestId,
+          deliveredOutputTokens: f.deliveredOutputTokens,
+          reason: e.reason,
+          nextRequest: f.nextRequest,
+        };
+        return { tail: f.responses.failed(info) };
+      }
       if (!e.partialOutput)
         return {
           dropHeldBody: true,
@@ -222,7 +240,8 @@ export function finalResponse(e: Ending, f: EndFacts): FinalResponse {
         }),
       };
     case 'engine-answer':
-      return e.as === 'status' ? { head: { status: e.answer.status, headers: e.answer.headers }, tail: e.answer.body } : { tail: e.events };
+      if (e.as === 'status') return { head: { status: e.answer.status, headers: e.answer.headers }, tail: e.answer.body };
+      return { tail: f.responses ? withoutDone(e.events) : e.events };
     case 'passed-through':
       return { verbatim: e.answer };
     case 'client-gone':

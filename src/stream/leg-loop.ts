@@ -57,6 +57,8 @@ export interface LegHooks {
   readonly metrics: Pick<Metrics, 'malformedEvent' | 'droppedAfterFinish' | 'engineCommentsDropped'>;
   readonly log: Logger;
   readonly leg: 1 | 2;
+  /** How this leg's events are read (default: as chat completion chunks; a Responses stream's leg 1 its own way). */
+  readonly read?: (ev: SseEvent) => ObservedEvent;
   isGone(): boolean;
   /** How long the next read may wait before it counts as silence (ms). */
   idlePeriodMs(): number;
@@ -225,7 +227,7 @@ async function onEvents(h: LegHooks, events: readonly SseEvent[], after: AfterFi
     return f;
   };
   for (const ev of events) {
-    const o = StreamTracker.read(ev);
+    const o = h.read ? h.read(ev) : StreamTracker.read(ev);
     if (o.kind === 'malformed') {
       h.metrics.malformedEvent();
       out.push({ bytes: NO_BYTES, events: [o] }); // counted in the request's record, never sent

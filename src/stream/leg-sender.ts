@@ -32,7 +32,7 @@ export class LegSender {
   constructor(
     ctx: Pick<GatewayContext, 'upstream' | 'config'>,
     /** The client's path and headers (forwarded, minus hop-by-hop and the gateway's own). */
-    private readonly client: Pick<InScopeRequest, 'path' | 'clientHeaders'>,
+    private readonly client: Pick<InScopeRequest, 'path' | 'clientHeaders' | 'continuationPath'>,
     private readonly trace: RequestTrace,
     /** After it, no leg is sent (an aborted open). */
     private readonly cancellation: { readonly cancelled: boolean },
@@ -70,7 +70,8 @@ export class LegSender {
       traceHeaders,
     });
     try {
-      const res = await this.upstream.open(leg.url + this.client.path, headers, leg.body, this.abort);
+      const path = leg.continuation ? (this.client.continuationPath ?? this.client.path) : this.client.path;
+      const res = await this.upstream.open(leg.url + path, headers, leg.body, this.abort);
       this.host = upstreamHost(res.headers) ?? this.host;
       this.trace.legAnswered(res.status, upstreamHost(res.headers));
       return res;

@@ -10,6 +10,7 @@ import type { Metrics } from '../obs/metrics';
 import { withIdempotentToolCallIds } from '../openai/tool-call-ids';
 import { classifyCase } from '../recovery/interrupted-case';
 import { decideOnSilence, type FailureKind, holdsUntilCommit, type SilenceDecision } from '../recovery/planner';
+import type { SseEvent } from '../sse/parser';
 import type { ObservedEvent } from '../sse/tracker';
 import type { LegReader } from '../upstream/leg-reader';
 import { type LegFailure, type LegHooks, type LegOutcome, type Outgoing, readLeg, type Silence } from './leg-loop';
@@ -30,6 +31,8 @@ export interface Leg1Host {
   readonly tracker: TrackerView;
   /** Held whole until finish (BUFFER_STRUCTURED_OUTPUT). */
   readonly structured: boolean;
+  /** How leg 1's events are read, when not as chat chunks (a Responses stream). */
+  readonly readEvent?: (ev: SseEvent) => ObservedEvent;
   /** Derive tool_call ids from this key (src/openai/tool-call-ids.ts); the chunks that carry ids are re-encoded. */
   readonly toolCallKey: string | undefined;
   isGone(): boolean;
@@ -70,6 +73,7 @@ class Leg1Relay implements LegHooks {
   readonly leg = 1;
   readonly metrics: Metrics;
   readonly log: Logger;
+  readonly read: ((ev: SseEvent) => ObservedEvent) | undefined;
   /**
    * BUFFER_TOOL_CALLS: a tool call cannot be continued part-way, so it is held until complete; if the leg dies
    * meanwhile, the continuation starts from the state before it. Holding only buys something when a
@@ -92,7 +96,10 @@ class Leg1Relay implements LegHooks {
   ) {
     this.metrics = h.metrics;
     this.log = h.log;
-    this.bufferToolCalls = h.config.bufferToolCalls && h.config.continuationEnabled;
+    this.read = h.readEvent;
+    // A Responses stream's continuation writes text only (src/endpoints/responses/leg2-write.ts): a tool call
+    // held back could never be continued, so it is relayed as it comes.
+    this.bufferToolCalls = h.config.bufferToolCalls && h.config.continuationEnabled && h.readEvent === undefined;
   }
 
   isGone(): boolean {

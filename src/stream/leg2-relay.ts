@@ -4,6 +4,7 @@
 // Like leg 1's relay it writes nothing: what the client gets goes back to the request's deliver().
 
 import type { GatewayConfig } from '../config/env';
+import type { ResponsesStream } from '../endpoints/responses/stream';
 import type { Delivered, Phase } from '../families/types';
 import type { Logger } from '../obs/logger';
 import type { Metrics } from '../obs/metrics';
@@ -50,7 +51,12 @@ export interface Leg2Host {
   readonly countsReasoning: boolean;
   /** The request's delivery (after the commit point: sent). */
   deliver(out: readonly Outgoing[]): Promise<void> | undefined;
+  /** A Responses stream: the leg's chunks are written as its events (src/endpoints/responses/stream.ts). */
+  readonly responses?: Pick<ResponsesStream, 'leg2Chunk' | 'leg2Done'>;
 }
+
+/** An item whose bytes are written when it is released: a Responses event is numbered only once it is sent. */
+type Deferred = () => Outgoing | LegFailure;
 
 const COUNTS = ['prompt_tokens', 'completion_tokens', 'total_tokens'] as const;
 
@@ -81,7 +87,7 @@ class Leg2Relay implements LegHooks {
    * of them to tell a continuation from a restart of the answer.
    */
   private readonly guard: RestartGuard;
-  private readonly held: Outgoing[] = [];
+  private readonly held: Array<Outgoing | Deferred> = [];
 
   constructor(private readonly h: Leg2Host) {
     this.metrics = h.metrics;
@@ -111,7 +117,7 @@ class Leg2Relay implements LegHooks {
   }
 
   atFinish(): Outgoing[] | LegFailure {
-    return this.guard.finish() === 'restart' ? this.restarted() : this.held.splice(0);
+    return this.guard.finish() === 'restart' ? this.restarted() : this.release([]);
   }
 
   failed(failure: FailureKind, detail?: string): LegFailure {
@@ -128,7 +134,10 @@ class Leg2Relay implements LegHooks {
 
   onEvent(event: ObservedEvent, raw: Buffer): readonly Outgoing[] | LegFailure {
     this.own.apply(event);
-    if (event.kind === 'done') return this.emit({ bytes: DONE_EVENT, events: [event] });
+    if (event.kind === 'done') {
+      const responses = this.h.responses;
+      return this.emit(responses ? () => ({ bytes: responses.leg2Done(), events: [event] }) : { bytes: DONE_EVENT, events: [event] });
+    }
     if (event.kind !== 'chunk') return this.emit({ bytes: raw, events: [] });
     const o = this.harmony ? this.splitHarmony(event, this.harmony) : event;
     if (o === null || 'type' in o) return o ?? [];
@@ -145,16 +154,38 @@ class Leg2Relay implements LegHooks {
     if (usage) this.lastUsage = usage;
     // The tracker keeps the corrected usage: a further continuation leg counts from it.
     const tracked: ObservedEvent = { ...o, json: { ...o.json, id: undefined, created: undefined, usage: usage ?? o.json.usage } };
-    return this.emit({ bytes, events: [tracked] });
+    const responses = this.h.responses;
+    if (!responses) return this.emit({ bytes, events: [tracked] });
+    return this.emit(() => {
+      const written = responses.leg2Chunk(o, usage);
+      return Buffer.isBuffer(written) ? { bytes: written, events: [tracked] } : this.unwritable(written);
+    });
   }
 
   /** What the client gets now: nothing while the guard is undecided, then everything it held, in order. */
-  private emit(item: Outgoing): readonly Outgoing[] {
+  private emit(item: Outgoing | Deferred): readonly Outgoing[] | LegFailure {
     if (this.guard.state === 'pending') {
       this.held.push(item);
       return [];
     }
-    return [...this.held.splice(0), item];
+    return this.release([item]);
+  }
+
+  /** The held items and `more`, written in order; a Responses chunk that cannot be written fails the leg. */
+  private release(more: Array<Outgoing | Deferred>): Outgoing[] | LegFailure {
+    const out: Outgoing[] = [];
+    for (const item of [...this.held.splice(0), ...more]) {
+      const written = typeof item === 'function' ? item() : item;
+      if ('type' in written) return written;
+      out.push(written);
+    }
+    return out;
+  }
+
+  /** A continuation chunk the Responses stream cannot carry (a tool call, reasoning after the answer's text). */
+  private unwritable(why: string): LegFailure {
+    this.log.warn({ decision: 'LEG2_UNEXPECTED_OUTPUT', detail: why }, 'the continuation wrote what the Responses stream cannot carry');
+    return { type: 'failed', failure: 'unexpected-output' };
   }
 
   /** The gateway's harmony split (src/families/types.ts Leg2Shape): the chunk as the client gets it, null to drop. */

@@ -2,11 +2,14 @@
 // decides the scope, and then either hands the request back to Envoy (CONTINUE + echoed body: native
 // proxying, the gateway is absent) or originates the response itself (OriginatedResponse).
 
+import { decideResponsesScope } from '../endpoints/responses/scope';
+import { CONTINUATION_CHAT_PATH, ResponsesStream } from '../endpoints/responses/stream';
 import type { ProcessorStream, ProcessorStreamHandler } from '../extproc/processor-stream';
 import { MODEL_UNDETECTED } from '../families/detect';
+import { RESPONSES_PATH } from '../openai/responses';
 import { endpointOf } from '../request/endpoint';
 import { decideScope, scopeByMethod } from '../request/scope';
-import { continuationModelOf, type GatewayContext } from './context';
+import { continuationModelOf, type GatewayContext, type InScopeRequest } from './context';
 import { OriginatedResponse } from './originated-response';
 
 type Phase = 'headers' | 'body' | 'passthrough' | 'originating' | 'finished';
@@ -80,13 +83,15 @@ export class RequestExchange implements ProcessorStreamHandler {
     const model = continuationModelOf(this.ctx);
     if (model === undefined && cfg.continuationModel !== undefined && cfg.continuationModel.trim() !== '')
       return this.passthrough(MODEL_UNDETECTED);
+    const endpoint = endpointOf(this.headers[':path']);
+    if (endpoint === 'responses') return this.decideResponses(raw, model);
     const scope = decideScope(raw, {
       continuationModel: model,
       engine: cfg.engine,
       maxContinuationBodyBytes: cfg.maxContinuationBodyBytes,
       bufferStructuredOutput: cfg.bufferStructuredOutput,
       maxJsonDepth: cfg.maxBodyJsonDepth,
-      endpoint: endpointOf(this.headers[':path']),
+      endpoint,
     });
     if (!scope.inScope) {
       this.passthrough(scope.reason, scope.detail);
@@ -104,6 +109,39 @@ export class RequestExchange implements ProcessorStreamHandler {
       clientHeaders: this.headers,
       rawBody: raw,
     });
+    void this.originated.run().finally(() => {
+      this.phase = 'finished';
+    });
+  }
+
+  /** POST /v1/responses (src/endpoints/responses/scope.ts): originated as a Responses stream, or passed through. */
+  private decideResponses(raw: Buffer, model: string | undefined): void {
+    const cfg = this.ctx.config;
+    const scope = decideResponsesScope(raw, { ...cfg, continuationModel: model, maxJsonDepth: cfg.maxBodyJsonDepth });
+    if (!scope.inScope) return this.passthrough(scope.reason, scope.detail);
+    const envoyTooOld = this.ctx.envoyVersion?.passthroughReason();
+    if (envoyTooOld) return this.passthrough(envoyTooOld);
+    const { notContinuable } = scope.chat;
+    // Not continuable: the chat form only carries the model to the logs and traces.
+    const payload = scope.chat.notContinuable === undefined ? scope.chat.chat : { model: scope.request.model, messages: [] };
+    this.originate({
+      endpoint: 'responses',
+      path: this.headers[':path'] ?? RESPONSES_PATH,
+      clientHeaders: this.headers,
+      rawBody: raw,
+      payload,
+      multimodal: false,
+      structured: false,
+      responses: new ResponsesStream(cfg.maxContinuationPrefixBytes, notContinuable),
+      continuationPath: CONTINUATION_CHAT_PATH,
+    });
+  }
+
+  private originate(req: InScopeRequest): void {
+    this.phase = 'originating';
+    this.chunks = [];
+    this.ctx.metrics.scope('originated');
+    this.originated = new OriginatedResponse(this.ctx, this.stream, req);
     void this.originated.run().finally(() => {
       this.phase = 'finished';
     });

@@ -61,6 +61,10 @@ export class RequestView implements Leg1Port, ContinuationPort, GiveUpView {
   get rawBody(): Buffer {
     return this.req.rawBody;
   }
+  /** A Responses stream reads leg 1's events its own way (src/endpoints/responses/leg1-read.ts). */
+  get readEvent() {
+    return this.req.responses?.read;
+  }
   get structured(): boolean {
     return this.req.structured;
   }
@@ -108,7 +112,13 @@ export class RequestView implements Leg1Port, ContinuationPort, GiveUpView {
   /** What the request knows as it delivers `e` (ending.ts EndFacts): an interruption's next request is built here. */
   endFacts(e: Ending, deliveredOutputTokens: number): EndFacts {
     const nextRequest = e.kind === 'interrupted' && e.partialOutput ? this.nextRequest() : undefined;
-    return { requestId: this.requestId, deliveredOutputTokens, doneSeen: this.tracker.doneSeen, nextRequest };
+    return {
+      requestId: this.requestId,
+      deliveredOutputTokens,
+      doneSeen: this.tracker.doneSeen,
+      nextRequest,
+      responses: this.req.responses,
+    };
   }
 
   /**
@@ -116,6 +126,8 @@ export class RequestView implements Leg1Port, ContinuationPort, GiveUpView {
    * undefined when there is none. Never throws: the interruption event goes out whatever happens here.
    */
   nextRequest(): NextRequest | undefined {
+    // A Responses request with no chat form (src/endpoints/responses/to-chat.ts): nothing to continue from.
+    if (this.req.responses?.notContinuable !== undefined) return undefined;
     const cfg = this.ctx.config;
     const target = {
       continuationModel: this.continuationModel ?? '',

@@ -178,9 +178,10 @@ test('out of scope (echo, logprobs, suffix, n, a list prompt): passed through, n
     headers: { 'content-type': 'application/json', 'x-request-id': responses },
     body: JSON.stringify({ model: 'test-model', stream: true, input: 'hi' }),
   });
-  expect(res.status).toBe(404); // the fake engine serves no /v1/responses
+  expect(res.status).toBe(200);
   await res.text();
-  expect(stack.records({ request_id: responses, decision: 'PASSTHROUGH' })).toMatchObject([{ reason: 'endpoint-not-covered' }]);
+  // On SGLang (this stack's engine) a Responses stream is passed through (test/e2e/responses.e2e.test.ts has vLLM's).
+  expect(stack.records({ request_id: responses, decision: 'PASSTHROUGH' })).toMatchObject([{ reason: 'responses-engine-unsupported' }]);
   const list = newRequestId('cmpl-out-list');
   await postCompletions(stack.url, completionsBody({ prompt: ['a', 'b'] }), { 'x-request-id': list });
   expect(stack.records({ request_id: list, decision: 'PASSTHROUGH' })).toMatchObject([{ reason: 'completions-prompt-not-text' }]);

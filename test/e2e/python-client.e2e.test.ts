@@ -19,8 +19,13 @@ const SIZE = { 'x-fake-answer-tokens': '30,40' };
 
 interface PyResult {
   content: string;
+  /** --endpoint responses: every event's type and sequence number, the last status, response.failed's error. */
+  types?: string[];
+  sequence_numbers?: number[];
+  status?: string | null;
+  failure?: null | Record<string, unknown>;
   reasoning?: string;
-  finish_reasons: string[];
+  finish_reasons?: string[];
   ids: string[];
   error: null | { type: string | null; code: string | null; message: string; exception: string; status: number | null; body: any };
 }
@@ -63,13 +68,19 @@ if (SKIP_REASON) {
 const suite = SKIP_REASON ? describe.skip : describe;
 const skipNote = SKIP_REASON ? ` [SKIPPED: python venv/pip unavailable: ${SKIP_REASON.slice(0, 200)}]` : '';
 
-function runPythonClient(baseUrl: string, fault: string | undefined, headers: Record<string, string>): Promise<PyResult> {
+function runPythonClient(
+  baseUrl: string,
+  fault: string | undefined,
+  headers: Record<string, string>,
+  extraArgs: string[] = [],
+): Promise<PyResult> {
   const args = [
     CLIENT,
     '--base-url',
     `${baseUrl}/v1`,
     ...(fault ? ['--fault', fault] : []),
     ...Object.entries(headers).flatMap(([k, v]) => ['--header', `${k}=${v}`]),
+    ...extraArgs,
   ];
   return new Promise((resolve, reject) => {
     execFile(PYTHON, args, { timeout: 120_000, encoding: 'utf8' }, (err, stdout, stderr) => {
@@ -154,5 +165,53 @@ suite(`official openai Python client${skipNote}`, () => {
     expect(r.reasoning!.length).toBeLessThan(ref.reasoning.length);
     expect(seenFor(disabled, ids.interrupted)).toHaveLength(1);
     expect(await disabled.waitForEnd(ids.interrupted)).toMatchObject({ outcome: 'interrupted', reason: 'continuation-disabled' });
+  });
+});
+
+// POST /v1/responses (issue 35 item 2) on a vLLM stack: the SDK's Responses stream reads a rescued stream as one
+// ordinary response, and a stream that cannot be continued as its response.failed event (no exception).
+suite(`official openai Python client, Responses API${skipNote}`, () => {
+  let stack: TestStack;
+  let rescued: PyResult;
+  let failed: PyResult;
+  let reference: PyResult;
+  const id = newRequestId('py-responses');
+
+  beforeAll(async () => {
+    stack = await startTestStack({
+      replicas: 3,
+      engine: { dialect: 'vllm', tokenizer: 'vllm' },
+      env: { CONTINUATION_ENGINE: 'vllm', TOKENIZE_URL: '{engine0}/tokenize', TOKENIZE_TIMEOUT_MS: '3000' },
+    });
+    resetFaults();
+    const responses = ['--endpoint', 'responses'];
+    [rescued, failed, reference] = await Promise.all([
+      runPythonClient(stack.url, 'crash@25', { ...SIZE, 'x-request-id': id }, responses),
+      runPythonClient(stack.url, 'crash@25;-', SIZE, [...responses, '--previous-response-id', 'resp_earlier']),
+      runPythonClient(stack.url, undefined, SIZE, responses),
+    ]);
+  }, 180_000);
+  afterAll(async () => stack?.stop());
+
+  test('a replica killed at token 25: the complete response, equal to the uninterrupted one', async () => {
+    expect(reference.error).toBeNull();
+    expect(reference.types!.at(-1)).toBe('response.completed');
+    expect(rescued.error).toBeNull();
+    expect(rescued.types).toEqual(reference.types);
+    expect(rescued.sequence_numbers).toEqual(rescued.types!.map((_t, i) => i));
+    expect(rescued.content).toBe(reference.content);
+    expect(rescued.reasoning).toBe(reference.reasoning);
+    expect(rescued.status).toBe('completed');
+    expect(rescued.ids).toHaveLength(1);
+    expect(seenFor(stack, id).map((s) => s.path)).toEqual(['/v1/responses', '/v1/chat/completions']);
+  });
+
+  test('not continuable (previous_response_id): response.failed with the interruption error, no exception', () => {
+    expect(failed.error).toBeNull();
+    expect(failed.types!.at(-1)).toBe('response.failed');
+    expect(failed.sequence_numbers).toEqual(failed.types!.map((_t, i) => i));
+    expect(failed.status).toBe('failed');
+    expect(failed.failure).toMatchObject({ code: 'upstream_decode_interrupted', message: expect.any(String) });
+    expect(reference.content.startsWith(failed.content)).toBe(true);
   });
 });

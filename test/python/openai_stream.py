@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
-"""Consumes one streaming chat completion (or, with --endpoint completions, one streamed text completion) with the official OpenAI Python client and prints what the
-client saw as one JSON line on stdout:
+"""Consumes one streaming chat completion (or, with --endpoint completions, one streamed text completion; with
+--endpoint responses, one streamed Responses API response) with the official OpenAI Python client and prints what
+the client saw as one JSON line on stdout:
 
   {"content": str, "reasoning": str (only when any), "finish_reasons": [str], "ids": [str],
    "error": null | {"type", "code", "message", "exception", "status", "body"}}
+
+With --endpoint responses: "content" and "reasoning" are the output_text and reasoning_text deltas, "ids" the
+response ids seen, and also "types" (every event's type, in order), "sequence_numbers", "status" (the last
+response object's status) and "failure" (response.failed's error object, or null).
 
 `error` is filled from the exception the client raised (openai.APIError and subclasses; type/code/message
 come from the exception's body, the error object the server sent). Exit code 0 whenever the line was
@@ -27,9 +32,11 @@ def parse_args(argv):
     p.add_argument("--model", default="test-model")
     p.add_argument("--prompt", default="Tell me about continuation.")
     p.add_argument("--timeout", type=float, default=30.0, help="client timeout in seconds")
-    p.add_argument("--endpoint", choices=["chat", "completions"], default="chat",
-                   help="chat: client.chat.completions (delta); completions: client.completions (choice.text)")
+    p.add_argument("--endpoint", choices=["chat", "completions", "responses"], default="chat",
+                   help="chat: client.chat.completions (delta); completions: client.completions (choice.text); "
+                   "responses: client.responses (events)")
     p.add_argument("--max-tokens", type=int, default=None)
+    p.add_argument("--previous-response-id", default=None, help="responses: previous_response_id to send")
     return p.parse_args(argv)
 
 
@@ -58,6 +65,38 @@ def describe_error(e):
     }
 
 
+def read_responses(client, args, headers):
+    """One streamed Responses API response, read event by event as the SDK types them."""
+    content, reasoning, types, seqs, ids = [], [], [], [], []
+    status, failure, error = None, None, None
+    extra = {"previous_response_id": args.previous_response_id} if args.previous_response_id else {}
+    try:
+        stream = client.responses.create(
+            model=args.model, input=args.prompt, stream=True, extra_headers=headers, **extra
+        )
+        for event in stream:
+            types.append(event.type)
+            seqs.append(event.sequence_number)
+            if event.type == "response.output_text.delta":
+                content.append(event.delta)
+            elif event.type == "response.reasoning_text.delta":
+                reasoning.append(event.delta)
+            response = getattr(event, "response", None)
+            if response is not None:
+                if response.id not in ids:
+                    ids.append(response.id)
+                status = response.status
+                if event.type == "response.failed" and response.error is not None:
+                    failure = response.error.model_dump()
+    except openai.APIError as e:
+        error = describe_error(e)
+    out = {"content": "".join(content), "types": types, "sequence_numbers": seqs, "ids": ids, "status": status}
+    out.update({"failure": failure, "error": error})
+    if reasoning:
+        out["reasoning"] = "".join(reasoning)
+    return out
+
+
 def main(argv):
     args = parse_args(argv)
     headers = {}
@@ -70,6 +109,9 @@ def main(argv):
         headers["x-fake-fault"] = args.fault
 
     client = openai.OpenAI(base_url=args.base_url, api_key="x", max_retries=0, timeout=args.timeout)
+    if args.endpoint == "responses":
+        print(json.dumps(read_responses(client, args, headers)), flush=True)
+        return 0
     content, reasoning, finish_reasons, ids = [], [], [], []
     error = None
     extra = {} if args.max_tokens is None else {"max_tokens": args.max_tokens}

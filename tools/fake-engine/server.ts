@@ -9,6 +9,7 @@ import { Exchange, type SeenRequest } from './exchange';
 import { type Fault, type FaultScope, headersExceed, takeFault } from './faults';
 import { parseSize, planRequest } from './plan';
 import { PrefillLoad } from './prefill';
+import { ResponsesRun, responsesAsChat } from './responses';
 import { parseBurst, StreamRun } from './stream';
 import { planTemplateAnswer, type TemplateModelOptions, templateModel, templatePromptText } from './template-model';
 import { planTextCompletion } from './text-completion';
@@ -133,8 +134,11 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
 
   const bad = (ex: Exchange, message: string) => ex.sendJson(400, errorBody(message, 'BadRequestError', 400));
 
-  /** A chat or (endpoint `completions`) text completion request: faults first, then the deterministic answer. */
-  function chat(ex: Exchange, endpoint: 'chat' | 'completions' = 'chat'): void {
+  /**
+   * A chat, (endpoint `completions`) text completion or (`responses`) Responses stream request (tools/fake-engine/
+   * responses.ts: the chat answer of the same messages): faults first, then the deterministic answer.
+   */
+  function chat(ex: Exchange, endpoint: 'chat' | 'completions' | 'responses' = 'chat'): void {
     const { record } = ex;
     const h = record.headers;
     // A completion is a continuation when its prompt carries the start of its own answer (text-completion.ts).
@@ -168,8 +172,10 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       const retryAfter: Record<string, string> = fault.retryAfter === undefined ? {} : { 'retry-after': String(fault.retryAfter) };
       return ex.sendJson(code, errorBody(`fake-engine injected status ${code}`, 'InjectedError', code), retryAfter);
     }
-    const body = record.body;
+    const responses = endpoint === 'responses';
+    const body = responses ? responsesAsChat(record.body) : record.body;
     if (!body || typeof body !== 'object') return bad(ex, 'fake-engine: body is not JSON');
+    if (responses && body.stream !== true) return bad(ex, 'fake-engine: /v1/responses is served streamed only');
 
     const xrid = h['x-request-id'];
     if (dialect === 'vllm' && xrid !== undefined) {
@@ -195,7 +201,8 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       ctx: {
         dialect,
         id: `${textPlan ? 'cmpl' : 'chatcmpl'}-${dialect === 'vllm' && xrid !== undefined ? xrid : `${name}-${++counter}`}`,
-        endpoint,
+        // A Responses answer is the chat answer of the same messages.
+        endpoint: responses ? ('chat' as const) : endpoint,
         created: CREATED,
         model: typeof body.model === 'string' ? body.model : model,
         revision: opts.revision,
@@ -210,7 +217,14 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       continuousUsage:
         body.stream_options?.continuous_usage_stats === true && (dialect === 'sglang' || body.stream_options?.include_usage === true),
     };
-    const answer = () => (body.stream === true ? new StreamRun(ex, settings).start() : sendCompletion(ex, settings));
+    const respond = () => {
+      // vLLM names the response resp_<random_uuid()>; here it follows from the request, as the chat id does.
+      const id = `resp_${settings.ctx.id.slice('chatcmpl-'.length)}`;
+      const run = { id, created: CREATED, model: settings.ctx.model, plan: planned.plan, fault, intervalMs: settings.intervalMs };
+      new ResponsesRun(ex, { ...run, body: record.body }).start();
+    };
+    const answer = () =>
+      responses ? respond() : body.stream === true ? new StreamRun(ex, settings).start() : sendCompletion(ex, settings);
     const prefill = prefills.begin();
     if (prefill.delayMs <= 0) return answer();
     ex.onClose(prefill.done);
@@ -284,6 +298,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     ex.onClose(() => live.delete(ex));
 
     if (req.method === 'POST' && path === '/v1/chat/completions') return chat(ex);
+    if (req.method === 'POST' && path === '/v1/responses') return chat(ex, 'responses');
     if (req.method === 'POST' && path === '/v1/completions') return chat(ex, 'completions');
     if (req.method === 'POST' && (path === '/tokenize' || (path === '/v1/tokenize' && tokenizer === 'sglang')))
       return tokenizerRoute(ex, tokenizeRoute);
@@ -330,7 +345,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
         failFor(ms: number) {
           unavailableUntil = Date.now() + ms;
           for (const ex of live)
-            if (ex.record.path === '/v1/chat/completions' || ex.record.path === '/v1/completions') ex.killSocket('reset');
+            if (['/v1/chat/completions', '/v1/completions', '/v1/responses'].includes(ex.record.path)) ex.killSocket('reset');
         },
         close: () =>
           new Promise<void>((done) => {
