@@ -68,6 +68,7 @@ export const INTERRUPTION_REASONS = [
   'nothing-recoverable',
   'continuation-disabled',
   'continuation-unsupported',
+  'continuation-unverified',
   'continuation-prefix-too-large',
   'budget-exhausted',
   'tool-call-seen',

@@ -41,6 +41,12 @@ export class Metrics {
     labelNames: ['kind', 'outcome'],
     registers: [this.registry],
   });
+  private readonly unverified: Counter<'outcome'> = new Counter({
+    name: 'continuation_gateway_unverified_continuations_total',
+    help: 'Continuation legs nothing checks (the generic guess: no family entry, no CHAT_TEMPLATE), by outcome: sent (CONTINUATION_UNVERIFIED=allow) or refused (=refuse, the stream ended with continuation-unverified).',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
   private readonly legs: Counter = new Counter({
     name: 'continuation_gateway_legs_total',
     help: 'Upstream legs opened (leg1 attempts and continuation legs).',
@@ -151,6 +157,7 @@ export class Metrics {
     for (const reason of LEG_FAILURE_REASONS) for (const phase of PHASES) this.legFailures.inc({ reason, phase }, 0);
     for (const kind of ['retry', 'continuation'] as const)
       for (const outcome of ['started', 'succeeded', 'failed'] as const) this.recoveries.inc({ kind, outcome }, 0);
+    for (const outcome of ['sent', 'refused'] as const) this.unverified.inc({ outcome }, 0);
     for (const reason of INTERRUPTION_REASONS) this.interruptionEvents.inc({ reason }, 0);
     for (const reason of REFUSAL_REASONS) for (const phase of PHASES) this.refusals.inc({ reason, phase }, 0);
     for (const what of ['tool-call', 'structured-output']) this.overflows.inc({ what }, 0);
@@ -170,6 +177,11 @@ export class Metrics {
 
   recovery(kind: 'retry' | 'continuation', outcome: 'started' | 'succeeded' | 'failed'): void {
     this.recoveries.inc({ kind, outcome });
+  }
+
+  /** A continuation leg nothing checks (the generic guess) was sent, or refused by CONTINUATION_UNVERIFIED=refuse. */
+  unverifiedContinuation(outcome: 'sent' | 'refused'): void {
+    this.unverified.inc({ outcome });
   }
 
   /** The interruption event was sent to a client. */
