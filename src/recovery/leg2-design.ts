@@ -211,6 +211,10 @@ export function designLeg2(
   const choice = chooseSource(target);
   if (choice.source === 'template' && target.served) return fromTemplate(original, d, target, target.served);
   if (choice.source === 'generic' && target.unverified === 'refuse' && d.reasoning !== '')
-    return { unsupported: 'unverified-guess-refused', reason: 'continuation-unverified', design: { source: 'generic', familyName: 'generic' } };
+    return {
+      unsupported: 'unverified-guess-refused',
+      reason: 'continuation-unverified',
+      design: { source: 'generic', familyName: 'generic' },
+    };
   return fromTable(original, d, target, choice.family, choice.source);
 }

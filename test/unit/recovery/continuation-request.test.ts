@@ -190,8 +190,12 @@ describe('CONTINUATION_UNVERIFIED: the generic guess, allowed or refused', () =>
         expect(p.design).toMatchObject({ source: 'generic', familyName: 'generic', verifiedBy: null });
       }
   });
-  it('refuse touches only the guess: a table entry (proven) and a name with CHAT_TEMPLATE are not refused', () => {
-    const qwen = planContinuationRequest(request(), state('r0 r1', ''), { ...cfg, continuationModel: 'Qwen/Qwen3-8B', unverified: 'refuse' });
+  it('refuse touches only the guess: a table entry (proven against its template) is not refused', () => {
+    const qwen = planContinuationRequest(request(), state('r0 r1', ''), {
+      ...cfg,
+      continuationModel: 'Qwen/Qwen3-8B',
+      unverified: 'refuse',
+    });
     expect(sent(qwen).design.source).toBe('table');
   });
 });
