@@ -19,7 +19,8 @@ import {
 /** GLM-4.5 / 4.6: the model writes `\n<think>R</think>\nC` after `<|assistant|>`. */
 export const glm46: ModelFamily = {
   name: 'glm-4.6',
-  match: /^glm-?4\.[56](?!\d)/,
+  // Not GLM-4.5V / GLM-4.6V: the vision checkpoints publish their own templates.
+  match: /^glm-?4\.[56](?![\dv])/,
   examples: ['zai-org/GLM-4.6', 'glm-4.5-air'],
   template: 'GLM-4.6.jinja',
   provenTemplates: ['8804f445c761b9f259e3c1126a579d481a22ca09b2a3d32bcc4eb91bc36e0301'],

@@ -81,6 +81,60 @@ describe('selectFamily: CONTINUATION_MODEL as users write it', () => {
     expect(c.known).toBe(true);
   });
 
+  // Issue 33: the registry spellings users write. DeepSeek-R1 and R1-0528 have no entry (their published templates
+  // are not at hand: docs/checkpoint-templates.md), so every spelling of them is unknown, never the distills' entry;
+  // an Ollama tag names a distill under R1's name (deepseek-r1:8b), so it is unknown too.
+  const r1Spellings = [
+    'deepseek-r1',
+    'DeepSeek-R1',
+    'deepseek-ai/DeepSeek-R1',
+    'DeepSeek-R1-0528',
+    'deepseek-ai/DeepSeek-R1-0528',
+    'DeepSeek-R1-AWQ',
+    'DeepSeek-R1-FP8',
+    'DeepSeek-R1-GGUF',
+    'unsloth/DeepSeek-R1-GGUF',
+    'DeepSeek-R1-Q4_K_M',
+    'DeepSeek-R1-UD-Q2_K_XL',
+    'DeepSeek-R1-0528-AWQ',
+    'deepseek-r1:671b',
+    'deepseek-r1:8b',
+    'deepseek-ai/DeepSeek-R1-0528-Qwen3-8B',
+    'DeepSeek-R1-0528-Qwen3-8B-GGUF',
+    'deepseek-ai/DeepSeek-R1-Zero',
+  ];
+  it.each(r1Spellings)('%s: unknown (no R1 entry), never the distills\u2019 or another family', (name) => {
+    expect(selectFamily(name)).toEqual({ family: GENERIC, known: false });
+  });
+  const distillSpellings = [
+    'deepseek-r1-distill-qwen-32b',
+    'DeepSeek-R1-Distill-Qwen-32B-AWQ',
+    'deepseek-ai/DeepSeek-R1-Distill-Llama-70B-FP8',
+    'unsloth/DeepSeek-R1-Distill-Llama-8B-GGUF',
+    'DeepSeek-R1-Distill-Qwen-7B-Q4_K_M.gguf',
+    '/models/DeepSeek-R1-Distill-Qwen-14B-Q8_0.gguf',
+  ];
+  it.each(distillSpellings)('%s -> deepseek-r1-distill', (name) => {
+    expect(selectFamily(name)).toEqual({ family: expect.objectContaining({ name: 'deepseek-r1-distill' }), known: true });
+  });
+  // What quantised copies append to the name: the checkpoint's own template, so the same entry.
+  const QUANTISED = ['-AWQ', '-FP8', '-GGUF', '-Q4_K_M', '-Q8_0.gguf', '-GPTQ-Int4', '-bnb-4bit', '-MLX-4bit'];
+  it('every example of every family, with each quantisation suffix, selects that family', () => {
+    for (const f of FAMILIES)
+      for (const e of f.examples)
+        for (const q of QUANTISED) expect([e + q, selectFamily(e + q).family.name]).toEqual([e + q, f.name]);
+  });
+  // Siblings of a family whose published template is another text: unknown rather than that family's entry.
+  it.each([
+    'Qwen/QwQ-32B-Preview',
+    'zai-org/GLM-4.5V',
+    'zai-org/GLM-4.6V',
+    'Qwen/Qwen3-Coder-Next',
+    'qwen3:8b',
+  ])('%s: unknown, not the neighbouring entry', (name) => {
+    expect(selectFamily(name)).toEqual({ family: GENERIC, known: false });
+  });
+
   it('an unknown or empty name is the generic format, marked unknown', () => {
     for (const m of ['my-finetune', 'test-model', '', undefined]) {
       expect(selectFamily(m)).toEqual({ family: GENERIC, known: false });
