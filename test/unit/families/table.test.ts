@@ -121,19 +121,15 @@ describe('selectFamily: CONTINUATION_MODEL as users write it', () => {
   const QUANTISED = ['-AWQ', '-FP8', '-GGUF', '-Q4_K_M', '-Q8_0.gguf', '-GPTQ-Int4', '-bnb-4bit', '-MLX-4bit'];
   it('every example of every family, with each quantisation suffix, selects that family', () => {
     for (const f of FAMILIES)
-      for (const e of f.examples)
-        for (const q of QUANTISED) expect([e + q, selectFamily(e + q).family.name]).toEqual([e + q, f.name]);
+      for (const e of f.examples) for (const q of QUANTISED) expect([e + q, selectFamily(e + q).family.name]).toEqual([e + q, f.name]);
   });
   // Siblings of a family whose published template is another text: unknown rather than that family's entry.
-  it.each([
-    'Qwen/QwQ-32B-Preview',
-    'zai-org/GLM-4.5V',
-    'zai-org/GLM-4.6V',
-    'Qwen/Qwen3-Coder-Next',
-    'qwen3:8b',
-  ])('%s: unknown, not the neighbouring entry', (name) => {
-    expect(selectFamily(name)).toEqual({ family: GENERIC, known: false });
-  });
+  it.each(['Qwen/QwQ-32B-Preview', 'zai-org/GLM-4.5V', 'zai-org/GLM-4.6V', 'Qwen/Qwen3-Coder-Next', 'qwen3:8b'])(
+    '%s: unknown, not the neighbouring entry',
+    (name) => {
+      expect(selectFamily(name)).toEqual({ family: GENERIC, known: false });
+    },
+  );
 
   it('an unknown or empty name is the generic format, marked unknown', () => {
     for (const m of ['my-finetune', 'test-model', '', undefined]) {
