@@ -90,6 +90,16 @@ export interface EngineRule {
   plan(c: EngineContext): Leg2Shape | Unsupported;
 }
 
+/** A checkpoint's own template file at a revision of its repository, and the sha256 of that file's text. */
+export interface PublishedTemplate {
+  /** The repository and file, e.g. `zai-org/GLM-4.7 chat_template.jinja`. */
+  readonly file: string;
+  readonly revision: string;
+  readonly sha256: string;
+  /** Where that sha256 is recorded. */
+  readonly recordedBy: string;
+}
+
 export interface ModelFamily {
   readonly name: string;
   /** CONTINUATION_MODEL values that select it: matched against the normalized name (see select.ts). */
@@ -105,6 +115,11 @@ export interface ModelFamily {
   readonly provenTemplates: readonly string[];
   /** Which form of the checkpoint's template the entry was proven against, and how we know it is the checkpoint's. */
   readonly proof: string;
+  /**
+   * The checkpoint's published template that `template` is byte-identical to, where a record of the published
+   * text's sha256 at a named revision exists (test/unit/families/published.test.ts hashes the file at hand).
+   */
+  readonly published?: PublishedTemplate;
   /** Its template renders the date (strftime_now): a continuation across a date change is not exact. */
   readonly readsClock?: boolean;
   /** null: the model has no reasoning format; its answer is the content alone. */

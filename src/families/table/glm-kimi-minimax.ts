@@ -2,6 +2,7 @@
 import type { EngineRule, ModelFamily } from '../types';
 import {
   always,
+  CANITOOLCALL,
   enableThinking,
   NOT_VERIFIED_ON_LLAMACPP,
   plainFamily,
@@ -54,6 +55,12 @@ export const glm47: ModelFamily = {
   template: 'GLM-4.7-Flash.jinja',
   provenTemplates: ['d63ad536c3c81880043e22ec7fd08db42b4d8fb7c89c7138bc562bfa25281375'],
   proof: 'llama.cpp copy of GLM-4.7-Flash',
+  published: {
+    file: 'zai-org/GLM-4.7 chat_template.jinja',
+    revision: '602d01efcdd332c5238ca4bcede555defbe83eb7',
+    sha256: 'd63ad536c3c81880043e22ec7fd08db42b4d8fb7c89c7138bc562bfa25281375',
+    recordedBy: CANITOOLCALL,
+  },
   reasoning: THINK(true),
   thinking: enableThinking,
   engines: {

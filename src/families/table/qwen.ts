@@ -3,6 +3,7 @@
 import type { ModelFamily } from '../types';
 import {
   always,
+  CANITOOLCALL,
   enableThinking,
   NOT_VERIFIED_ON_LLAMACPP,
   plainFamily,
@@ -100,6 +101,13 @@ export const qwen35: ModelFamily = {
   template: 'Qwen3.5-4B.jinja',
   provenTemplates: ['a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715'],
   proof: 'llama.cpp copy of Qwen3.5-4B',
+  // The same text as Qwen3.5-9B's (one template for the Qwen3.5 checkpoints); Qwen3.6's is not recorded.
+  published: {
+    file: 'Qwen/Qwen3.5-9B chat_template.jinja',
+    revision: 'c202236235762e1c871ad0ccb60c8ee5ba337b9a',
+    sha256: 'a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715',
+    recordedBy: CANITOOLCALL,
+  },
   reasoning: THINK(true, undefined, QWEN_SPELLING),
   thinking: enableThinking,
   engines: {
