@@ -177,8 +177,9 @@ describe('CONTINUATION_UNVERIFIED unset (allow): the guess as before, labelled u
 
 describe('CONTINUATION_UNVERIFIED=refuse under a replica crash: every stream it served, at once', () => {
   const STREAMS = 120;
-  // 60 reasoning and 30 content tokens at 40 ms: every stream is mid-answer when its replica dies.
-  const HEADERS = { 'x-fake-answer-tokens': '60,30', 'x-fake-token-ms': '40' };
+  // 120 reasoning and 30 content tokens at 50 ms (7.5 s an answer): every stream is still mid-answer when its
+  // replica dies, also on a loaded machine where starting 120 streams takes seconds.
+  const HEADERS = { 'x-fake-answer-tokens': '120,30', 'x-fake-token-ms': '50' };
   let replicas: ReplicaProcess[] = [];
   let stack: TestStack | undefined;
   afterAll(async () => {
