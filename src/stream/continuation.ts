@@ -31,8 +31,8 @@ export interface LegResult {
   next: { again: true } | { end: Ending } | { cancelled: true };
   /** What the leg died of (the give-up's `causes`). */
   cause?: FailureCause;
-  /** Admitted and sent: what it recovers, and how that was counted (request_end). */
-  sent?: { recovered: RecoveredTokens; method: CountMethod };
+  /** Admitted and sent: what it recovers, how that was counted (request_end), and whether nothing checks it. */
+  sent?: { recovered: RecoveredTokens; method: CountMethod; unverified: boolean };
   /** How the leg ended for its re-prefill slot (settled once, by the request). */
   slot?: SlotEnd;
 }
@@ -79,7 +79,7 @@ export async function runContinuationLeg(r: ContinuationPort, n: number, heldToo
       { decision: 'HELD_TOOL_CALL_DISCARDED', bytes: heldToolCall.length },
       'tool call held at the failure: the continuation starts before it',
     );
-  const sent = { recovered: plan.recovered, method: counted.method };
+  const sent = { recovered: plan.recovered, method: counted.method, unverified: plan.design.source === 'generic' };
   r.logTransition('ATTEMPT', attemptRecord(n, plan, counted, verdict));
   if (plan.design.source === 'generic') r.metrics.unverifiedContinuation('sent');
   const opened = await sendLeg(r, n, plan);

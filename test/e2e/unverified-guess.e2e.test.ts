@@ -26,6 +26,13 @@ const sample = (text: string, series: string): number => {
   return line === undefined ? Number.NaN : Number(line.slice(series.length + 1));
 };
 
+/** request_outcomes_total summed over `outcome` for one `continuation` label (none / verified / unverified). */
+const outcomesWith = (text: string, continuation: string): number =>
+  text
+    .split('\n')
+    .filter((l) => l.startsWith('continuation_gateway_request_outcomes_total{') && l.includes(`,continuation="${continuation}"}`))
+    .reduce((a, l) => a + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+
 /** Every cut of the reference answer: crash@k for each chunk k the engine writes before its end. */
 async function everyCut(stack: TestStack, body: any): Promise<{ k: number; id: string; r: ClientResult; ref: ClientResult }[]> {
   const ref = await uninterrupted(stack, body, SIZE);
@@ -97,6 +104,11 @@ describe('CONTINUATION_UNVERIFIED=refuse: an unknown name on SGLang, a reasoning
     const text = await stack.sidecar!.ctx.metrics.render();
     expect(sample(text, 'continuation_gateway_unverified_continuations_total{outcome="refused"}')).toBeGreaterThanOrEqual(3);
     expect(sample(text, 'continuation_gateway_unverified_continuations_total{outcome="sent"}')).toBe(0);
+    // The outcome metric: the refused streams sent no leg 2 (continuation="none"); nothing was sent unverified.
+    expect(sample(text, 'continuation_gateway_request_outcomes_total{outcome="interrupted",continuation="none"}')).toBeGreaterThanOrEqual(
+      3,
+    );
+    expect([outcomesWith(text, 'unverified'), outcomesWith(text, 'verified')]).toEqual([0, 0]);
   });
 });
 
@@ -131,6 +143,10 @@ describe('CONTINUATION_UNVERIFIED=refuse: a content-only stream (a model that do
     expect(seenFor(stack, id)[1].body.messages.at(-1)).toEqual({ role: 'assistant', content: `<think></think>${r.content}` });
     expect(ref.content.startsWith(r.content)).toBe(true);
     expect(r.done).toBe(true);
+    // The request's outcome is counted with the label of the leg 2 it sent.
+    await stack.waitForEnd(id);
+    const text = await stack.sidecar!.ctx.metrics.render();
+    expect([outcomesWith(text, 'unverified'), outcomesWith(text, 'verified')]).toEqual([1, 0]);
   });
 });
 
@@ -172,6 +188,10 @@ describe('CONTINUATION_UNVERIFIED unset (allow): the guess as before, labelled u
     const text = await stack.sidecar!.ctx.metrics.render();
     expect(sample(text, 'continuation_gateway_unverified_continuations_total{outcome="sent"}')).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'continuation_gateway_unverified_continuations_total{outcome="refused"}')).toBe(0);
+    // Every request of this stack that sent a leg 2 sent the guess: its outcome is counted unverified.
+    const sentLeg2 = new Set(stack.records({ decision: 'ATTEMPT', leg: 2 }).map((a) => a.request_id));
+    expect(outcomesWith(text, 'unverified')).toBe(sentLeg2.size);
+    expect(outcomesWith(text, 'verified')).toBe(0);
   });
 });
 
@@ -238,6 +258,8 @@ describe('CONTINUATION_UNVERIFIED=refuse under a replica crash: every stream it 
     expect(s.records({ decision: 'SKIPPED', reason: 'continuation-unverified' })).toHaveLength(interrupted);
     const text = await s.sidecar!.ctx.metrics.render();
     expect(sample(text, 'continuation_gateway_unverified_continuations_total{outcome="refused"}')).toBe(interrupted);
+    expect(sample(text, 'continuation_gateway_request_outcomes_total{outcome="interrupted",continuation="none"}')).toBe(interrupted);
+    expect(outcomesWith(text, 'unverified')).toBe(0);
     expect(sample(text, 'continuation_gateway_interruption_events_total{reason="continuation-unverified"}')).toBe(interrupted);
   });
 });
