@@ -15,8 +15,10 @@ import {
 
 /**
  * The model writes `<|channel>thought\n` R `\n<channel|>` C (the template's rendering of an assistant turn after the
- * last user message); SGLang's Gemma4Detector and vLLM's gemma4 parser strip `<|channel>` with its label
- * `thought\n` and hand out the rest of the reasoning, its final "\n" included.
+ * last user message). SGLang's Gemma4Detector strips `<|channel>` with its label `thought\n` and hands out the rest
+ * of the reasoning, its final "\n" included; vLLM 0.33.0's gemma4 parser strips the label and, as its engine
+ * parsers do by default, the reasoning's trailing whitespace (parser/gemma4.py Gemma4Parser, gemma4_config;
+ * parser/engine/parser_engine_config.py L118 strip_trailing_reasoning_whitespace).
  */
 const GEMMA4: ReasoningFormat = { open: '<|channel>thought\n', close: '<channel|>', promptOpens: false, spelling: { beforeClose: '\n' } };
 const GEMMA4_SHA256 = 'ae53464bf3be25802b3a5b37def7fd89667067d7577049b3b2d74c4d8de4c6d4';
@@ -49,13 +51,18 @@ export const gemma4: ModelFamily = {
     vllm: templateRule(
       ['content'],
       'content only, thinking on, and not after leading or trailing whitespace: the template trims the final turn\u2019s content and renders no empty reasoning',
-      [...VLLM, 'vllm 0.33.0 reasoning/gemma4_reasoning_parser.py (strips `thought\\n`, nothing else)'],
-      // '<|channel>thought\n' + reasoning + '\n<channel|>' + strip_thinking(content) (trimmed); an empty
-      // reasoning is not rendered, nor is thinking off's empty channel: those cuts cannot be continued.
+      [
+        ...VLLM,
+        'vllm 0.33.0 parser/gemma4.py Gemma4Parser (strips `thought\\n`)',
+        'vllm 0.33.0 parser/engine/parser_engine_config.py L118 (trailing reasoning whitespace dropped)',
+      ],
+      // '<|channel>thought\n' + reasoning + '\n<channel|>' + strip_thinking(content) (trimmed). The parser dropped
+      // the "\n" before `<channel|>`, which the template writes back. An empty reasoning is not rendered, nor is
+      // thinking off's empty channel: those cuts cannot be continued.
       (d) => {
-        if (!d.reasoning.endsWith('\n') || d.reasoning.length < 2) return { unsupported: 'reasoning-not-in-family-format' };
+        if (d.reasoning === '' || d.reasoning !== d.reasoning.trimEnd()) return { unsupported: 'reasoning-not-in-family-format' };
         if (!renderedAsSent(d.content)) return WHITESPACE;
-        return { content: d.content, reasoning_content: d.reasoning.slice(0, -1) };
+        return { content: d.content, reasoning_content: d.reasoning };
       },
       true,
     ),
