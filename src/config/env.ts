@@ -25,6 +25,11 @@ export interface GatewayConfig {
   /** Which engine serves the model: how a continuation request is rendered (src/families/). */
   readonly engine: 'sglang' | 'vllm' | 'llamacpp';
   readonly continuationEnabled: boolean;
+  /**
+   * CONTINUATION_UNVERIFIED: a leg 2 nothing checks (the generic guess: no family entry, no CHAT_TEMPLATE) is sent
+   * (allow), or refused once the stream has shown reasoning (refuse: the interruption event continuation-unverified).
+   */
+  readonly continuationUnverified: 'allow' | 'refuse';
   readonly stallIdleTimeoutMs: number;
   readonly maxStallMs: number;
   readonly connectTimeoutMs: number;
@@ -164,6 +169,7 @@ function upstreamSettings(e: Variables) {
     chatTemplate: e.CHAT_TEMPLATE,
     engine: e.CONTINUATION_ENGINE,
     continuationEnabled: e.CONTINUATION_ENABLED,
+    continuationUnverified: e.CONTINUATION_UNVERIFIED,
     stallIdleTimeoutMs: e.STALL_IDLE_TIMEOUT_SECONDS * 1000,
     maxStallMs: e.MAX_STALL_SECONDS * 1000,
     connectTimeoutMs: e.CONNECT_TIMEOUT_SECONDS * 1000,

@@ -16,6 +16,13 @@ export const schema = z.object({
     .transform((v) => (v?.trim() || 'sglang').toLowerCase())
     .pipe(z.enum(['sglang', 'vllm', 'llamacpp'], { message: 'expected sglang, vllm or llamacpp' })),
   CONTINUATION_ENABLED: bool(true),
+  // What a leg 2 nothing can check gets (a name no family knows, no CHAT_TEMPLATE): the reference gateway's
+  // `<think>` guess (allow), or, once reasoning was shown, the interruption event continuation-unverified (refuse).
+  CONTINUATION_UNVERIFIED: z
+    .string()
+    .optional()
+    .transform((v) => (v?.trim() || 'allow').toLowerCase())
+    .pipe(z.enum(['allow', 'refuse'], { message: 'expected allow or refuse' })),
   STALL_IDLE_TIMEOUT_SECONDS: num(20, { positive: true, max: MAX_TIMER_SECONDS }),
   MAX_STALL_SECONDS: num(300, { positive: true }),
   CONNECT_TIMEOUT_SECONDS: num(30, { positive: true, max: MAX_TIMER_SECONDS }),

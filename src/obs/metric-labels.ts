@@ -17,6 +17,14 @@ export const REQUEST_OUTCOMES = [
   'error',
 ] as const;
 
+/**
+ * request_outcomes_total's `continuation`: whether the request sent a continuation leg and whether anything checked
+ * it: `none` (no leg 2 sent), `verified` (every leg 2 from a proven table entry or the served template),
+ * `unverified` (a leg 2 was the generic guess: no entry for the name, no CHAT_TEMPLATE).
+ */
+export const CONTINUATION_VERIFICATION = ['none', 'verified', 'unverified'] as const;
+export type ContinuationVerification = (typeof CONTINUATION_VERIFICATION)[number];
+
 const FAILURE_KINDS: Record<FailureKind, true> = {
   reset: true,
   eof: true,
@@ -81,6 +89,7 @@ export const INTERRUPTION_REASONS = [
   'continuation-disabled',
   'continuation-unsupported',
   'responses-input-unsupported',
+  'continuation-unverified',
   'continuation-prefix-too-large',
   'budget-exhausted',
   'tool-call-seen',

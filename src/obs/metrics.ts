@@ -8,7 +8,16 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import { INTERRUPTION_REASONS, LEG_FAILURE_REASONS, PASSTHROUGH_REASONS, PHASES, REFUSAL_REASONS, REQUEST_OUTCOMES } from './metric-labels';
+import {
+  CONTINUATION_VERIFICATION,
+  type ContinuationVerification,
+  INTERRUPTION_REASONS,
+  LEG_FAILURE_REASONS,
+  PASSTHROUGH_REASONS,
+  PHASES,
+  REFUSAL_REASONS,
+  REQUEST_OUTCOMES,
+} from './metric-labels';
 
 /** What the gauges read at scrape time (src/recovery/admission.ts AdmissionAuthority keeps the live numbers). */
 export interface LiveState {
@@ -23,10 +32,12 @@ export class Metrics {
     labelNames: ['scope', 'reason'],
     registers: [this.registry],
   });
-  private readonly outcomes: Counter<'outcome'> = new Counter({
+  // `outcome` first: prom-client writes labels in the order inc() is given them, so
+  // `outcomes_total{outcome="completed-after-continuation"` still prefixes the line (the README's grep).
+  private readonly outcomes: Counter<'outcome' | 'continuation'> = new Counter({
     name: 'continuation_gateway_request_outcomes_total',
-    help: "Originated (in-scope) requests ended, by request_end's outcome: one increment per request_end record.",
-    labelNames: ['outcome'],
+    help: "Originated (in-scope) requests ended, by request_end's outcome and whether a continuation leg was sent and checked (continuation: none, verified, unverified = the generic guess): one increment per request_end record.",
+    labelNames: ['outcome', 'continuation'],
     registers: [this.registry],
   });
   private readonly legFailures: Counter<'reason' | 'phase'> = new Counter({
@@ -39,6 +50,12 @@ export class Metrics {
     name: 'continuation_gateway_recoveries_total',
     help: 'Recoveries by kind (retry, continuation) and outcome (started, succeeded, failed).',
     labelNames: ['kind', 'outcome'],
+    registers: [this.registry],
+  });
+  private readonly unverified: Counter<'outcome'> = new Counter({
+    name: 'continuation_gateway_unverified_continuations_total',
+    help: 'Continuation legs nothing checks (the generic guess: no family entry, no CHAT_TEMPLATE), by outcome: sent (CONTINUATION_UNVERIFIED=allow) or refused (=refuse, the stream ended with continuation-unverified).',
+    labelNames: ['outcome'],
     registers: [this.registry],
   });
   private readonly legs: Counter = new Counter({
@@ -156,12 +173,13 @@ export class Metrics {
     this.requests.inc({ scope: 'originated', reason: '' }, 0);
     for (const reason of PASSTHROUGH_REASONS) this.requests.inc({ scope: 'passthrough', reason }, 0);
     for (const outcome of REQUEST_OUTCOMES) {
-      this.outcomes.inc({ outcome }, 0);
+      for (const continuation of CONTINUATION_VERIFICATION) this.outcomes.inc({ outcome, continuation }, 0);
       this.requestDuration.zero({ outcome });
     }
     for (const reason of LEG_FAILURE_REASONS) for (const phase of PHASES) this.legFailures.inc({ reason, phase }, 0);
     for (const kind of ['retry', 'continuation'] as const)
       for (const outcome of ['started', 'succeeded', 'failed'] as const) this.recoveries.inc({ kind, outcome }, 0);
+    for (const outcome of ['sent', 'refused'] as const) this.unverified.inc({ outcome }, 0);
     for (const reason of INTERRUPTION_REASONS) this.interruptionEvents.inc({ reason }, 0);
     for (const reason of REFUSAL_REASONS) for (const phase of PHASES) this.refusals.inc({ reason, phase }, 0);
     for (const what of ['tool-call', 'structured-output']) this.overflows.inc({ what }, 0);
@@ -183,6 +201,11 @@ export class Metrics {
 
   recovery(kind: 'retry' | 'continuation', outcome: 'started' | 'succeeded' | 'failed'): void {
     this.recoveries.inc({ kind, outcome });
+  }
+
+  /** A continuation leg nothing checks (the generic guess) was sent, or refused by CONTINUATION_UNVERIFIED=refuse. */
+  unverifiedContinuation(outcome: 'sent' | 'refused'): void {
+    this.unverified.inc({ outcome });
   }
 
   /** The interruption event was sent to a client. */
@@ -217,8 +240,8 @@ export class Metrics {
   }
 
   /** One request_end record was written (src/stream/request-record.ts): its outcome and duration. */
-  requestOutcome(outcome: string, seconds: number): void {
-    this.outcomes.inc({ outcome });
+  requestOutcome(outcome: string, continuation: ContinuationVerification, seconds: number): void {
+    this.outcomes.inc({ outcome, continuation });
     this.requestDuration.observe({ outcome }, seconds);
   }
 

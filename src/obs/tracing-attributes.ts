@@ -11,6 +11,8 @@ const DECISION_FIELDS = [
   'failure',
   'case',
   'family',
+  'source',
+  'unverified',
   'phase',
   'leg2_split',
   'backoff_ms',

@@ -4,7 +4,10 @@
 //     named by CONTINUATION_MODEL; verified again on every continuation when the template is at hand;
 //   - the template path (src/templates/continuation.ts): CHAT_TEMPLATE's template, rendered here, for any
 //     model; every leg 2 verified before it is sent;
-//   - the reference gateway's generic `<think>` guess, for a name no entry knows and no template (warned).
+//   - the reference gateway's generic `<think>` guess, for a name no entry knows and no template (warned at
+//     start; every such leg 2 is labelled unverified). CONTINUATION_UNVERIFIED=refuse ends a stream that has
+//     shown reasoning explicitly instead (continuation-unverified): the guess is wrong for any checkpoint whose
+//     generation prompt opens the reasoning (DeepSeek-R1's `<think>\n`), and nothing here can tell.
 // Pure: the renders are functions of their inputs, the clock included.
 import { rawText } from '../families/raw-text';
 import { selectFamily } from '../families/select';
@@ -22,6 +25,8 @@ export interface ContinuationTarget {
   readonly served?: ServedTemplate;
   /** When leg 1 was sent and leg 2 will be: a template reading the clock renders leg 1 as of then. */
   readonly clock?: { readonly leg1At: Date; readonly now: Date };
+  /** CONTINUATION_UNVERIFIED: the generic guess sent (allow, the default) or refused once reasoning was shown. */
+  readonly unverified?: 'allow' | 'refuse';
 }
 
 export type DesignSource = 'table' | 'template' | 'generic';
@@ -205,5 +210,11 @@ export function designLeg2(
   const d: Delivered = { reasoning: state.reasoning, content: state.content };
   const choice = chooseSource(target);
   if (choice.source === 'template' && target.served) return fromTemplate(original, d, target, target.served);
+  if (choice.source === 'generic' && target.unverified === 'refuse' && d.reasoning !== '')
+    return {
+      unsupported: 'unverified-guess-refused',
+      reason: 'continuation-unverified',
+      design: { source: 'generic', familyName: 'generic' },
+    };
   return fromTable(original, d, target, choice.family, choice.source);
 }

@@ -32,8 +32,8 @@ export interface LegResult {
   next: { again: true } | { end: Ending } | { cancelled: true };
   /** What the leg died of (the give-up's `causes`). */
   cause?: FailureCause;
-  /** Admitted and sent: what it recovers, and how that was counted (request_end). */
-  sent?: { recovered: RecoveredTokens; method: CountMethod };
+  /** Admitted and sent: what it recovers, how that was counted (request_end), and whether nothing checks it. */
+  sent?: { recovered: RecoveredTokens; method: CountMethod; unverified: boolean };
   /** How the leg ended for its re-prefill slot (settled once, by the request). */
   slot?: SlotEnd;
 }
@@ -88,8 +88,9 @@ export async function runContinuationLeg(r: ContinuationPort, n: number, heldToo
       { decision: 'HELD_TOOL_CALL_DISCARDED', bytes: heldToolCall.length },
       'tool call held at the failure: the continuation starts before it',
     );
-  const sent = { recovered: plan.recovered, method: counted.method };
+  const sent = { recovered: plan.recovered, method: counted.method, unverified: plan.design.source === 'generic' };
   r.logTransition('ATTEMPT', attemptRecord(n, plan, counted, verdict));
+  if (plan.design.source === 'generic') r.metrics.unverifiedContinuation('sent');
   const opened = await sendLeg(r, n, plan);
   if (!('res' in opened)) return { ...opened, sent };
   const out = await relay(r, n, plan, counted, opened);
@@ -115,6 +116,7 @@ async function planLeg(
     designed: prepared.designed,
   });
   if (plan.kind === 'send') return { plan, counted, verdict: prepared.verdict };
+  if (plan.design?.source === 'generic' && plan.reason === 'continuation-unverified') r.metrics.unverifiedContinuation('refused');
   r.log.info({ decision: 'SKIPPED', reason: plan.reason, ...skipRecord(r, plan, prepared) }, 'no continuation leg');
   return { end: plan.reason };
 }
@@ -138,7 +140,7 @@ function skipRecord(r: ContinuationPort, plan: Extract<Leg2Plan, { kind: 'skip' 
 /**
  * The ATTEMPT record of continuation leg `n`. `engine_check`: the engine's verdict on leg 2's prompt (vLLM's
  * /tokenize, llama.cpp's /apply-template; `agrees`, or `unavailable` where our render verified it), null when the
- * engine was not asked.
+ * engine was not asked. `unverified`: nothing checks this leg 2 (the generic guess, CONTINUATION_UNVERIFIED=allow).
  */
 function attemptRecord(n: number, plan: Planned, counted: CountedRecoveredTokens, verdict: Prepared['verdict']): Record<string, unknown> {
   return {
@@ -147,6 +149,7 @@ function attemptRecord(n: number, plan: Planned, counted: CountedRecoveredTokens
     family: plan.design.familyName,
     source: plan.design.source,
     verified_by: plan.design.verifiedBy,
+    unverified: plan.design.source === 'generic',
     engine_check: verdict?.kind ?? null,
     raw_as_arrived: plan.design.rawAsArrived,
     phase: plan.design.phase,

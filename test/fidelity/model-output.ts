@@ -43,9 +43,10 @@ export async function modelOutput(
     });
     return r.ok ? (r.text as string) : undefined;
   };
+  const withReasoning = await render({ content: CONTENT, reasoning_content: REASONING, reasoning: REASONING, thinking: REASONING });
   const out = modelText({
-    prompt1,
-    withReasoning: await render({ content: CONTENT, reasoning_content: REASONING, reasoning: REASONING, thinking: REASONING }),
+    prompt1: await renderedPrompt(h, job, prompt1, withReasoning),
+    withReasoning,
     plain: await render({ content: CONTENT }),
     reasoning: REASONING,
     content: CONTENT,
@@ -53,6 +54,23 @@ export async function modelOutput(
     thinks: o.thinks,
   });
   return { ...out, markers };
+}
+
+/**
+ * The prompt the turn renders after: the engine's, or, where the engine's renders the conversation otherwise than
+ * this harness does (vLLM hands a template that iterates content parts the messages as parts: Gemma 4's renders a
+ * system part as `text | trim + ' '`, a string as `content | trim`), this harness's own rendering of it, so that the
+ * model's turn is cut at the generation prompt either way.
+ */
+async function renderedPrompt(
+  h: Harness,
+  job: { template: string; messages: object[]; kwargs: Record<string, unknown>; special: Record<string, string>; nowMs?: number },
+  prompt1: string,
+  withReasoning: string | undefined,
+): Promise<string> {
+  if (withReasoning === undefined || withReasoning.startsWith(prompt1)) return prompt1;
+  const r = await h.call({ op: 'render', ...job, add_generation_prompt: true });
+  return r.ok && withReasoning.startsWith(r.text as string) ? (r.text as string) : prompt1;
 }
 
 /** The raw text as a model's tokens: markers and special tokens whole, the rest as the word tokens above. */

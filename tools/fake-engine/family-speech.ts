@@ -56,6 +56,7 @@ const VLLM_PARSER: Record<string, VllmParser> = {
   'deepseek-r1-distill': 'r1', // reasoning/deepseek_r1_reasoning_parser.py
   'deepseek-v3.1': 'r1', // deepseek_v3: the R1 parser when thinking (deepseek_v3_reasoning_parser.py L25-37)
   'deepseek-v3.2': 'r1',
+  'gemma-4': 'engine-strip', // parser/gemma4.py: strips `thought\n`; the engine default strips trailing reasoning whitespace
   generic: 'r1',
 };
 

@@ -17,6 +17,12 @@ import type { Engine, EngineRule, ModelFamily, ReasoningFormat, RenderInputs, Th
 // reasoning_content reaches the template as both reasoning and reasoning_content (chat_completion/protocol.py
 // L576-601, renderers/chat_utils/chat_message.py L646-660). Its streaming parser starts in reasoning exactly
 // when the prompt ends inside an open reasoning block (parser/abstract_parser.py L857-882).
+/**
+ * The record of published template hashes: PyPI canitoolcall 0.1.1's fixtures name, per checkpoint, the revision
+ * of the template file they were rendered through and its template_sha256 (fixtures/<family>/*.jsonl, provenance).
+ */
+export const CANITOOLCALL = 'canitoolcall 0.1.1 fixture provenance (PyPI)';
+
 export const VLLM = ['vllm 0.33.0 renderers/hf.py L913-920', 'transformers 5.19 chat_template_utils.render_jinja_template'];
 
 /** What the request's reasoning_effort means for the thinking switch, as each engine translates it. */
@@ -90,6 +96,7 @@ export function plainFamily(o: {
   template: string;
   proof: string;
   provenTemplates: readonly string[];
+  published?: ModelFamily['published'];
   /** needs-template: the template is not at hand; unverified-template: only llama.cpp's copy, not compared. */
   vllm: 'trims' | 'as-sent' | 'needs-template' | 'unverified-template';
   vllmNote?: { refuse: (messages: readonly unknown[]) => boolean; note: string };
@@ -103,6 +110,7 @@ export function plainFamily(o: {
     template: o.template,
     provenTemplates: o.provenTemplates,
     proof: o.proof,
+    ...(o.published ? { published: o.published } : {}),
     reasoning: null,
     thinking: never,
     engines: {

@@ -2,6 +2,7 @@
 import type { EngineRule, ModelFamily } from '../types';
 import {
   always,
+  CANITOOLCALL,
   enableThinking,
   NOT_VERIFIED_ON_LLAMACPP,
   plainFamily,
@@ -19,7 +20,8 @@ import {
 /** GLM-4.5 / 4.6: the model writes `\n<think>R</think>\nC` after `<|assistant|>`. */
 export const glm46: ModelFamily = {
   name: 'glm-4.6',
-  match: /^glm-?4\.[56](?!\d)/,
+  // Not GLM-4.5V / GLM-4.6V: the vision checkpoints publish their own templates.
+  match: /^glm-?4\.[56](?![\dv])/,
   examples: ['zai-org/GLM-4.6', 'glm-4.5-air'],
   template: 'GLM-4.6.jinja',
   provenTemplates: ['8804f445c761b9f259e3c1126a579d481a22ca09b2a3d32bcc4eb91bc36e0301'],
@@ -53,6 +55,12 @@ export const glm47: ModelFamily = {
   template: 'GLM-4.7-Flash.jinja',
   provenTemplates: ['d63ad536c3c81880043e22ec7fd08db42b4d8fb7c89c7138bc562bfa25281375'],
   proof: 'llama.cpp copy of GLM-4.7-Flash',
+  published: {
+    file: 'zai-org/GLM-4.7 chat_template.jinja',
+    revision: '602d01efcdd332c5238ca4bcede555defbe83eb7',
+    sha256: 'd63ad536c3c81880043e22ec7fd08db42b4d8fb7c89c7138bc562bfa25281375',
+    recordedBy: CANITOOLCALL,
+  },
   reasoning: THINK(true),
   thinking: enableThinking,
   engines: {

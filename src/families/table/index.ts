@@ -8,6 +8,7 @@
 // or the generic guess (src/families/select.ts). Background: docs/families.md.
 import type { ModelFamily } from '../types';
 import { deepseekR1Distill, deepseekV4, deepseekV31, deepseekV32 } from './deepseek';
+import { gemma4 } from './gemma';
 import { glm46, glm47, kimiK2Instruct, kimiK2Thinking, kimiK3, minimaxM2 } from './glm-kimi-minimax';
 import { gemma2, gptOss, granite40, granite41, llama3, llama32, mistral, nemotron3Nano, plain } from './others';
 import { qwen3, qwen3Coder, qwen3Instruct2507, qwen3Thinking2507, qwen25, qwen35, qwq } from './qwen';
@@ -36,6 +37,7 @@ export const FAMILIES: readonly ModelFamily[] = Object.freeze([
   llama32,
   mistral,
   gemma2,
+  gemma4,
   granite40,
   granite41,
   nemotron3Nano,

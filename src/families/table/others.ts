@@ -3,6 +3,7 @@
 import type { ModelFamily, ReasoningFormat } from '../types';
 import {
   always,
+  CANITOOLCALL,
   enableThinking,
   llamacppStructured,
   NOT_VERIFIED_ON_LLAMACPP,
@@ -27,6 +28,12 @@ export const gptOss: ModelFamily = {
   template: 'openai-gpt-oss-120b.jinja',
   provenTemplates: ['a4c9919cbbd4acdd51ccffe22da049264b1b73e59055fa58811a99efbd7c8146'],
   proof: 'llama.cpp copy of gpt-oss-120b',
+  published: {
+    file: 'openai/gpt-oss-20b chat_template.jinja',
+    revision: '6cee5e81ee83917806bbde320786a8fb61efebee',
+    sha256: 'a4c9919cbbd4acdd51ccffe22da049264b1b73e59055fa58811a99efbd7c8146',
+    recordedBy: CANITOOLCALL,
+  },
   readsClock: true,
   reasoning: HARMONY,
   thinking: always,
@@ -46,6 +53,13 @@ export const llama3 = plainFamily({
   examples: ['meta-llama/Llama-3.3-70B-Instruct', 'meta-llama/Llama-3.1-8B-Instruct'],
   template: 'meta-llama-Llama-3.3-70B-Instruct.jinja',
   proof: 'llama.cpp copy of Llama-3.3-70B-Instruct (byte-identical to its Llama-3.1-8B-Instruct copy)',
+  // Recorded from unsloth's mirror of meta-llama/Llama-3.3-70B-Instruct (the gated original).
+  published: {
+    file: 'unsloth/Llama-3.3-70B-Instruct chat_template.jinja',
+    revision: '99cd0d2c829e92a67c844f9144c2509632e5c87f',
+    sha256: 'e10ca381b1ccc5cf9db52e371f3b6651576caee0a630b452e2816b2d404d4b65',
+    recordedBy: CANITOOLCALL,
+  },
   provenTemplates: ['e10ca381b1ccc5cf9db52e371f3b6651576caee0a630b452e2816b2d404d4b65'],
   vllm: 'trims',
 });

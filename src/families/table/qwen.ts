@@ -3,6 +3,7 @@
 import type { ModelFamily } from '../types';
 import {
   always,
+  CANITOOLCALL,
   enableThinking,
   NOT_VERIFIED_ON_LLAMACPP,
   plainFamily,
@@ -72,7 +73,8 @@ export const qwen3Thinking2507: ModelFamily = {
 /** QwQ-32B (published form): the generation prompt opens `<think>\n`; the final turn renders its content as sent. */
 export const qwq: ModelFamily = {
   name: 'qwq',
-  match: /^qwq-32b/,
+  // Not QwQ-32B-Preview: its template is Qwen2.5's ChatML, with no `<think>` in the generation prompt.
+  match: /^qwq-32b(?!-preview)/,
   examples: ['Qwen/QwQ-32B'],
   template: 'Qwen-QwQ-32B.jinja',
   provenTemplates: ['16488ad69d85833e5f66c50174f39834b688343337e9337f018deaa21b354117'],
@@ -99,6 +101,13 @@ export const qwen35: ModelFamily = {
   template: 'Qwen3.5-4B.jinja',
   provenTemplates: ['a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715'],
   proof: 'llama.cpp copy of Qwen3.5-4B',
+  // The same text as Qwen3.5-9B's (one template for the Qwen3.5 checkpoints); Qwen3.6's is not recorded.
+  published: {
+    file: 'Qwen/Qwen3.5-9B chat_template.jinja',
+    revision: 'c202236235762e1c871ad0ccb60c8ee5ba337b9a',
+    sha256: 'a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715',
+    recordedBy: CANITOOLCALL,
+  },
   reasoning: THINK(true, undefined, QWEN_SPELLING),
   thinking: enableThinking,
   engines: {
@@ -154,7 +163,9 @@ export const qwen25 = plainFamily({
 /** Qwen3-Coder: no reasoning. */
 export const qwen3Coder = plainFamily({
   name: 'qwen3-coder',
-  match: /^qwen3-?coder/,
+  // Not Qwen3-Coder-Next: its published template is another text (canitoolcall 0.1.1 provenance: template_sha256
+  // c79a8330… at Qwen/Qwen3-Coder-Next@a7fbcb5c, 5a38bfa0… at Qwen3-Coder-30B-A3B-Instruct@b2cff646).
+  match: /^qwen3-?coder(?!-next)/,
   examples: ['Qwen/Qwen3-Coder-480B-A35B-Instruct', 'Qwen/Qwen3-Coder-30B-A3B-Instruct'],
   template: 'Qwen3-Coder.jinja',
   proof: 'llama.cpp copy of Qwen3-Coder',

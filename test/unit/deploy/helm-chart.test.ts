@@ -110,6 +110,7 @@ describeHelm('the chart on a first install', () => {
       /at '\/extraEnv\/OTLP_KEY\/valueFrom\/configMapKeyRef': missing property 'key'/,
     ],
     ['extraEnv.OTLP_KEY.valueFrom.secretKeyRef.optional=maybe', '--set', /secretKeyRef\/optional': got string, want boolean/],
+    ['recovery.unverified=deny', '--set', /at '\/recovery\/unverified': value must be one of 'allow', 'refuse'/],
   ];
   test.each(typos)('helm lint --strict and helm template refuse --set %s', async (value, flag, message) => {
     const t = await run(helm, ['template', 'gw', CHART, flag, value]);
@@ -178,6 +179,20 @@ describeHelm('the chart on a first install', () => {
     const r = await run(helm, ['template', 'gw', CHART, '--set', 'extraEnv.DRAIN_TIMEOUT_SECONDS=60']);
     expect(r.out).toContain('extraEnv.DRAIN_TIMEOUT_SECONDS: the chart sets DRAIN_TIMEOUT_SECONDS; set drainTimeoutSeconds instead');
     expect((await run(helm, ['template', 'gw', CHART, '--set', 'extraEnv.PORT=1'])).out).toContain('the chart sets PORT, fixed');
+  });
+
+  test('recovery.unverified is CONTINUATION_UNVERIFIED: allow by default, refuse when set, as the sidecar reads it', async () => {
+    const env = async (args: string[]) => {
+      const t = deployment(await docs(['--set', 'model=acme/house-reasoner', ...args])).spec;
+      const side = [...(t.initContainers ?? []), ...t.containers].find((c: any) => c.name === 'continuation-sidecar');
+      return Object.fromEntries(side.env.map((e: any) => [e.name, e.value]));
+    };
+    const byDefault = await env([]);
+    expect(byDefault.CONTINUATION_UNVERIFIED).toBe('allow');
+    expect(loadConfig(byDefault).continuationUnverified).toBe('allow');
+    const refuse = await env(['--set', 'recovery.unverified=refuse']);
+    expect(refuse.CONTINUATION_UNVERIFIED).toBe('refuse');
+    expect(loadConfig(refuse).continuationUnverified).toBe('refuse');
   });
 
   test("tracing: the spans' server.address is the router tier in both modes (DOWNSTREAM_URL is loopback in kubernetes mode)", async () => {

@@ -34,6 +34,16 @@ describe('logFamily', () => {
     expect(r[1].msg).toMatch(/generic <think> format, which no template test backs/);
   });
 
+  test('FAMILY_UNKNOWN names CONTINUATION_UNVERIFIED and what its value does', () => {
+    const allow = records({ continuationModel: 'deepseek-ai/DeepSeek-R1', engine: 'sglang' });
+    expect(decisions(allow)).toEqual(['CONTINUATION_UNCHECKED', 'FAMILY_UNKNOWN']);
+    expect(allow[1].msg).toMatch(/labelled unverified \(CONTINUATION_UNVERIFIED=allow; set CONTINUATION_UNVERIFIED=refuse/);
+    const refuse = records({ continuationModel: 'deepseek-ai/DeepSeek-R1', engine: 'sglang', continuationUnverified: 'refuse' });
+    expect(refuse[1]).toMatchObject({ decision: 'FAMILY_UNKNOWN', level: 'warn', family: 'generic' });
+    expect(refuse[1].msg).toMatch(/has shown reasoning ends explicitly \(continuation-unverified, CONTINUATION_UNVERIFIED=refuse\)/);
+    expect(refuse[1].msg).not.toMatch(/which no template test backs/);
+  });
+
   test.each([
     ['sglang', 'template', /rendered from CHAT_TEMPLATE and verified against it/],
     ['vllm', 'template+engine', /verified against it, then checked by vLLM's chat \/tokenize/],

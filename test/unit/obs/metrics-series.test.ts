@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { EnvoyVersionCheck } from '../../../src/extproc/envoy-version';
 import { AdmissionMetrics } from '../../../src/obs/admission-metrics';
 import { createLogger } from '../../../src/obs/logger';
-import { INTERRUPTION_REASONS, LEG_FAILURE_REASONS, REQUEST_OUTCOMES } from '../../../src/obs/metric-labels';
+import { CONTINUATION_VERIFICATION, INTERRUPTION_REASONS, LEG_FAILURE_REASONS, REQUEST_OUTCOMES } from '../../../src/obs/metric-labels';
 import { Metrics } from '../../../src/obs/metrics';
 
 function sample(text: string, series: string): number | undefined {
@@ -24,7 +24,10 @@ describe('Metrics before any request', () => {
 
   it("has every request_end outcome at 0, and the request duration's series per outcome", () => {
     for (const outcome of REQUEST_OUTCOMES) {
-      expect([outcome, sample(text, `continuation_gateway_request_outcomes_total{outcome="${outcome}"}`)]).toEqual([outcome, 0]);
+      for (const c of CONTINUATION_VERIFICATION) {
+        const series = `continuation_gateway_request_outcomes_total{outcome="${outcome}",continuation="${c}"}`;
+        expect([series, sample(text, series)]).toEqual([series, 0]);
+      }
       expect([outcome, sample(text, `continuation_gateway_request_duration_seconds_count{outcome="${outcome}"}`)]).toEqual([outcome, 0]);
     }
   });
@@ -54,15 +57,21 @@ describe('Metrics before any request', () => {
 describe('Metrics after requests', () => {
   it('counts each request_end outcome once, with its duration; and the TTFT histogram', async () => {
     const m = new Metrics();
-    m.requestOutcome('completed-after-continuation', 3.2);
-    m.requestOutcome('interrupted', 1.1);
-    m.requestOutcome('interrupted', 0.4);
+    m.requestOutcome('completed-after-continuation', 'verified', 3.2);
+    m.requestOutcome('interrupted', 'unverified', 1.1);
+    m.requestOutcome('interrupted', 'none', 0.4);
+    m.requestOutcome('completed-after-continuation', 'unverified', 2.0);
     m.observeFirstDelta(0.03);
     m.legFailure('reset', 'decode');
     const t = await m.render();
-    expect(sample(t, 'continuation_gateway_request_outcomes_total{outcome="completed-after-continuation"}')).toBe(1);
-    expect(sample(t, 'continuation_gateway_request_outcomes_total{outcome="interrupted"}')).toBe(2);
-    expect(sample(t, 'continuation_gateway_request_outcomes_total{outcome="completed"}')).toBe(0);
+    const outcomes = 'continuation_gateway_request_outcomes_total';
+    expect(sample(t, `${outcomes}{outcome="completed-after-continuation",continuation="verified"}`)).toBe(1);
+    expect(sample(t, `${outcomes}{outcome="completed-after-continuation",continuation="unverified"}`)).toBe(1);
+    expect(sample(t, `${outcomes}{outcome="interrupted",continuation="unverified"}`)).toBe(1);
+    expect(sample(t, `${outcomes}{outcome="interrupted",continuation="none"}`)).toBe(1);
+    expect(sample(t, `${outcomes}{outcome="completed",continuation="none"}`)).toBe(0);
+    // The README's grep (`outcomes_total{outcome="completed-after-continuation"`): the outcome label comes first.
+    expect(t.split('\n').filter((l) => l.includes('outcomes_total{outcome="completed-after-continuation"'))).toHaveLength(3);
     expect(sample(t, 'continuation_gateway_request_duration_seconds_sum{outcome="interrupted"}')).toBeCloseTo(1.5);
     expect(sample(t, 'continuation_gateway_time_to_first_token_seconds_bucket{le="0.04"}')).toBe(1);
     expect(sample(t, 'continuation_gateway_time_to_first_token_seconds_count')).toBe(1);

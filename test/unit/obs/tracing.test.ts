@@ -20,6 +20,10 @@ describe('span attributes', () => {
     const a = decisionAttributes({ leg: 2, failure: 'reset', detail: 'connect ECONNREFUSED 10.1.2.3:8000', case: 'content', replica: 'x' });
     expect(a).toEqual({ 'gateway.leg': 2, 'gateway.failure': 'reset', 'gateway.case': 'content' });
   });
+  it("a continuation's ATTEMPT: its source and whether nothing checked it (the generic guess) reach the span event", () => {
+    const a = decisionAttributes({ leg: 2, family: 'generic', source: 'generic', verified_by: null, unverified: true, engine_check: null });
+    expect(a).toEqual({ 'gateway.leg': 2, 'gateway.family': 'generic', 'gateway.source': 'generic', 'gateway.unverified': true });
+  });
   it('marks the outcomes that are errors', () => {
     expect(['completed', 'completed-after-continuation', 'passed-through-status', 'client-disconnected'].map(outcomeIsError)).toEqual([
       false,

@@ -162,3 +162,40 @@ describe('planContinuationRequest: skips', () => {
     expect(planContinuationRequest(request(), state('', ''), cfg)).toEqual({ kind: 'skip', reason: 'no-recoverable-content' });
   });
 });
+
+describe('CONTINUATION_UNVERIFIED: the generic guess, allowed or refused', () => {
+  const engines = ['sglang', 'vllm', 'llamacpp'] as const;
+  // The three cuts of a reasoning stream: inside the reasoning, at its close (no content yet), in the content.
+  const cuts = [state('r0 r1', ''), state('r0 r1 r2', ''), state('r0 r1', 'c0')];
+  it.each(engines)('refuse, %s: every cut of a stream that has shown reasoning is continuation-unverified, nothing sent', (engine) => {
+    for (const s of cuts) {
+      const p = planContinuationRequest(request(), s, { ...cfg, engine, unverified: 'refuse' });
+      expect(p).toEqual({
+        kind: 'skip',
+        reason: 'continuation-unverified',
+        detail: 'unverified-guess-refused',
+        design: { source: 'generic', familyName: 'generic' },
+        diff: undefined,
+      });
+    }
+  });
+  it('refuse: a content-only stream is still continued by the guess (source generic: labelled unverified)', () => {
+    const p = sent(planContinuationRequest(request(), state('', 'The answer is par'), { ...cfg, unverified: 'refuse' }));
+    expect(p.design).toMatchObject({ source: 'generic', verifiedBy: null });
+  });
+  it("allow (and unset, the default): today's guess at every cut, source generic", () => {
+    for (const unverified of ['allow', undefined] as const)
+      for (const s of cuts) {
+        const p = sent(planContinuationRequest(request(), s, { ...cfg, unverified }));
+        expect(p.design).toMatchObject({ source: 'generic', familyName: 'generic', verifiedBy: null });
+      }
+  });
+  it('refuse touches only the guess: a table entry (proven against its template) is not refused', () => {
+    const qwen = planContinuationRequest(request(), state('r0 r1', ''), {
+      ...cfg,
+      continuationModel: 'Qwen/Qwen3-8B',
+      unverified: 'refuse',
+    });
+    expect(sent(qwen).design.source).toBe('table');
+  });
+});
