@@ -16,6 +16,12 @@ export const schema = z.object({
     .transform((v) => (v?.trim() || 'sglang').toLowerCase())
     .pipe(z.enum(['sglang', 'vllm', 'llamacpp'], { message: 'expected sglang, vllm or llamacpp' })),
   CONTINUATION_ENABLED: bool(true),
+  // Continuation by token ids (src/continuation/token-ids/): auto = on where the engine streams ids (vllm, llamacpp).
+  TOKEN_IDS_CONTINUATION: z
+    .string()
+    .optional()
+    .transform((v) => (v?.trim() || 'auto').toLowerCase())
+    .pipe(z.enum(['auto', 'true', 'false'], { message: 'expected auto, true or false' })),
   STALL_IDLE_TIMEOUT_SECONDS: num(20, { positive: true, max: MAX_TIMER_SECONDS }),
   MAX_STALL_SECONDS: num(300, { positive: true }),
   CONNECT_TIMEOUT_SECONDS: num(30, { positive: true, max: MAX_TIMER_SECONDS }),

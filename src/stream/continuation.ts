@@ -6,12 +6,14 @@
 // everything delivered so far (a leg that failed after answering, up to MAX_CONTINUATIONS; default 1, the
 // reference's two legs at most), or the interruption event. The request (originated-response.ts) runs the legs
 // and applies each result: it settles the slot, records the cause and delivers the ending.
+import { runTokenIdsLeg } from '../continuation/token-ids/leg';
+import type { JsonObject } from '../openai/chat';
 import { type Leg2Plan, planContinuationRequest, type SkipReason } from '../recovery/continuation-request';
 import { causeOf } from '../recovery/give-up-detail';
 import { classifyCase } from '../recovery/interrupted-case';
 import { revisionFromHeaders, revisionsDiffer } from '../recovery/model-revision';
 import { decidePostCommit } from '../recovery/planner';
-import type { FailureCause } from '../recovery/reasons';
+import type { FailureCause, InterruptReason } from '../recovery/reasons';
 import type { SlotEnd } from '../recovery/slot-evidence';
 import type { RecoveredTokens } from '../recovery/token-estimate';
 import { fromRunningUsage } from '../recovery/usage';
@@ -67,6 +69,20 @@ export function decideAfterLeg1Failure(r: ContinuationPort, out: LegFailure): En
 
 /** Continuation leg `n` (leg n + 1 of the request). `heldToolCall`: a tool call held at leg 1's failure. */
 export async function runContinuationLeg(r: ContinuationPort, n: number, heldToolCall: Buffer | undefined): Promise<LegResult> {
+  // By token ids where leg 1 gave them (src/continuation/token-ids/), else by text, saying why.
+  let idsFallback = r.tokenIds ? undefined : r.tokenIdsOff;
+  if (r.tokenIds) {
+    const steps = {
+      send: (url: string, body: JsonObject) => sendLeg(r, n, url, body),
+      judge: (out: LegOutcome) => judge(r, n, out),
+      end: (reason: InterruptReason): LegResult => ({ next: { end: interruption(reason, heldToolCall) } }),
+      cancelled: CANCELLED,
+    };
+    const byIds = await runTokenIdsLeg(r, n, r.tokenIds, steps);
+    if ('result' in byIds) return byIds.result;
+    idsFallback = byIds.fallback;
+    r.log.info({ decision: 'TOKEN_IDS_FALLBACK', reason: idsFallback, leg: n + 1 }, 'continuation by text: no token ids for this cut');
+  }
   const planned = await planLeg(r);
   if (r.cancellation.cancelled) return CANCELLED;
   if ('end' in planned) return { next: { end: interruption(planned.end, heldToolCall) } };
@@ -80,8 +96,8 @@ export async function runContinuationLeg(r: ContinuationPort, n: number, heldToo
       'tool call held at the failure: the continuation starts before it',
     );
   const sent = { recovered: plan.recovered, method: counted.method };
-  r.logTransition('ATTEMPT', attemptRecord(n, plan, counted, verdict));
-  const opened = await sendLeg(r, n, plan);
+  r.logTransition('ATTEMPT', { ...attemptRecord(n, plan, counted, verdict), continued_by: 'template', ids_fallback: idsFallback ?? null });
+  const opened = await sendLeg(r, n, r.config.continuationUrl, plan.body);
   if (!('res' in opened)) return { ...opened, sent };
   const out = await relay(r, n, plan, counted, opened);
   r.trace.legEnded(out.type, out.type === 'failed' ? out.failure : undefined);
@@ -149,14 +165,9 @@ function attemptRecord(n: number, plan: Planned, counted: CountedRecoveredTokens
 }
 
 /** Sends the leg and checks its head: an event stream from leg 1's model revision, else why not. */
-async function sendLeg(r: ContinuationPort, n: number, plan: Planned): Promise<{ res: LegResponse } | LegResult> {
+async function sendLeg(r: ContinuationPort, n: number, url: string, body: JsonObject): Promise<{ res: LegResponse } | LegResult> {
   const cfg = r.config;
-  const res = await r.openLeg(
-    cfg.continuationUrl,
-    r.requestId ? `${r.requestId}-c${n}` : undefined,
-    Buffer.from(JSON.stringify(plan.body)),
-    true,
-  );
+  const res = await r.openLeg(url, r.requestId ? `${r.requestId}-c${n}` : undefined, Buffer.from(JSON.stringify(body)), true);
   if (r.cancellation.cancelled) {
     if (!(res instanceof LegOpenError)) res.body.destroy();
     return CANCELLED;

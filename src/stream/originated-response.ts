@@ -218,6 +218,7 @@ export class OriginatedResponse {
       if ('cancelled' in next) return await this.endCancelled();
       this.client.newAttempt(null);
       this.tracker = new StreamTracker(this.ctx.config.maxContinuationPrefixBytes);
+      this.view.tokenIds?.reset();
     }
   }
 

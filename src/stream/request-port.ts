@@ -3,6 +3,7 @@
 // it may (send a leg, hold a re-prefill slot, deliver to the client). OriginatedResponse builds them; no step
 // imports it, and none can reach the client but through `deliver`, which the request implements.
 import type { GatewayConfig } from '../config/env';
+import type { Leg1IdLedger } from '../continuation/token-ids/leg1-ledger';
 import type { Decision } from '../obs/decisions';
 import type { Logger } from '../obs/logger';
 import type { Metrics } from '../obs/metrics';
@@ -94,6 +95,9 @@ export interface ContinuationPort extends StepEnv {
   /** When the failure the recovery in flight answers was seen (ms since the epoch). */
   readonly failedAt: number;
   readonly toolCallKey: string | undefined;
+  /** Leg 1's token ids (src/continuation/token-ids/), when it was asked for them; else why not (`tokenIdsOff`). */
+  readonly tokenIds: Leg1IdLedger | undefined;
+  readonly tokenIdsOff: string | undefined;
   readonly trace: RequestTrace;
   readonly openLeg: OpenLeg;
   isGone(): boolean;
