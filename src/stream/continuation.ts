@@ -73,7 +73,7 @@ export async function runContinuationLeg(r: ContinuationPort, n: number, heldToo
   let idsFallback = r.tokenIds ? undefined : r.tokenIdsOff;
   if (r.tokenIds) {
     const steps = {
-      send: (url: string, body: JsonObject) => sendLeg(r, n, url, body),
+      send: (path: string, body: JsonObject) => sendLeg(r, n, body, path),
       judge: (out: LegOutcome) => judge(r, n, out),
       end: (reason: InterruptReason): LegResult => ({ next: { end: interruption(reason, heldToolCall) } }),
       cancelled: CANCELLED,
@@ -97,7 +97,7 @@ export async function runContinuationLeg(r: ContinuationPort, n: number, heldToo
     );
   const sent = { recovered: plan.recovered, method: counted.method };
   r.logTransition('ATTEMPT', { ...attemptRecord(n, plan, counted, verdict), continued_by: 'template', ids_fallback: idsFallback ?? null });
-  const opened = await sendLeg(r, n, r.config.continuationUrl, plan.body);
+  const opened = await sendLeg(r, n, plan.body);
   if (!('res' in opened)) return { ...opened, sent };
   const out = await relay(r, n, plan, counted, opened);
   r.trace.legEnded(out.type, out.type === 'failed' ? out.failure : undefined);
@@ -165,9 +165,15 @@ function attemptRecord(n: number, plan: Planned, counted: CountedRecoveredTokens
 }
 
 /** Sends the leg and checks its head: an event stream from leg 1's model revision, else why not. */
-async function sendLeg(r: ContinuationPort, n: number, url: string, body: JsonObject): Promise<{ res: LegResponse } | LegResult> {
+async function sendLeg(r: ContinuationPort, n: number, body: JsonObject, path?: string): Promise<{ res: LegResponse } | LegResult> {
   const cfg = r.config;
-  const res = await r.openLeg(url, r.requestId ? `${r.requestId}-c${n}` : undefined, Buffer.from(JSON.stringify(body)), true);
+  const res = await r.openLeg(
+    cfg.continuationUrl,
+    r.requestId ? `${r.requestId}-c${n}` : undefined,
+    Buffer.from(JSON.stringify(body)),
+    true,
+    path,
+  );
   if (r.cancellation.cancelled) {
     if (!(res instanceof LegOpenError)) res.body.destroy();
     return CANCELLED;

@@ -18,6 +18,8 @@ export interface LegRequest {
   attempt: number;
   /** A continuation asks for leg 1's model revision (under MODEL_REVISION_HEADER). */
   revision?: string;
+  /** Another path than the client's (a continuation by token ids: the engine's text-completion endpoint). */
+  path?: string;
 }
 
 export class LegSender {
@@ -70,7 +72,7 @@ export class LegSender {
       traceHeaders,
     });
     try {
-      const res = await this.upstream.open(leg.url + this.client.path, headers, leg.body, this.abort);
+      const res = await this.upstream.open(leg.url + (leg.path ?? this.client.path), headers, leg.body, this.abort);
       this.host = upstreamHost(res.headers) ?? this.host;
       this.trace.legAnswered(res.status, upstreamHost(res.headers));
       return res;

@@ -54,6 +54,7 @@ export type OpenLeg = (
   requestId: string | undefined,
   body: Buffer,
   continuation?: boolean,
+  path?: string,
 ) => Promise<LegResponse | LegOpenError>;
 
 /** One leg 1 attempt up to its response head (leg1-attempt.ts). */

@@ -11,6 +11,7 @@ import { parseSize, planRequest } from './plan';
 import { PrefillLoad } from './prefill';
 import { parseBurst, StreamRun } from './stream';
 import { planTemplateAnswer, type TemplateModelOptions, templateModel, templatePromptText } from './template-model';
+import { tokenCompletion } from './token-completion';
 import { contentText, promptTokens, tokenId, tokenize } from './tokens';
 
 export type { Dialect } from './dialect';
@@ -194,6 +195,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       // flag (entrypoints/openai/utils.py L250-264).
       continuousUsage:
         body.stream_options?.continuous_usage_stats === true && (dialect === 'sglang' || body.stream_options?.include_usage === true),
+      promptTokenIds: dialect === 'vllm' && body.return_token_ids === true && !tm ? promptTokens(body.messages).map(tokenId) : undefined,
     };
     const answer = () => (body.stream === true ? new StreamRun(ex, settings).start() : sendCompletion(ex, settings));
     const prefill = prefills.begin();
@@ -258,7 +260,8 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       path,
       headers: flatHeaders(req.headers),
       body,
-      continuation: !!body && typeof body === 'object' && body.continue_final_message === true,
+      // A text completion is only ever a continuation leg by token ids here.
+      continuation: !!body && typeof body === 'object' && (body.continue_final_message === true || path === '/v1/completions'),
       startedAt: Date.now(),
       clientAborted: false,
       tokensSent: 0,
@@ -269,6 +272,8 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     ex.onClose(() => live.delete(ex));
 
     if (req.method === 'POST' && path === '/v1/chat/completions') return chat(ex);
+    if (req.method === 'POST' && path === '/v1/completions' && dialect === 'vllm')
+      return tokenCompletion(ex, { created: CREATED, intervalMs: opts.tokenIntervalMs ?? 2, name });
     if (req.method === 'POST' && (path === '/tokenize' || (path === '/v1/tokenize' && tokenizer === 'sglang')))
       return tokenizerRoute(ex, tokenizeRoute);
     if (req.method === 'POST' && path === '/apply-template' && tokenizer === 'llamacpp') return tokenizerRoute(ex, applyTemplateRoute);

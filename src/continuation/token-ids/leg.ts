@@ -14,13 +14,14 @@ import type { LegResponse } from '../../upstream/client';
 import { LegReader } from '../../upstream/leg-reader';
 import type { Leg1IdLedger } from './leg1-ledger';
 import { type IdsLeg2Progress, relayIdsLeg2 } from './leg2-relay';
-import { engineUrl, planIdsLeg2 } from './leg2-request';
+import { planIdsLeg2 } from './leg2-request';
 import { llamaPromptIds } from './prompt-ids';
 import { RawSplitter } from './raw-split';
 
 /** What the text path's hooks give this leg (continuation.ts): send and check the head, then judge. */
 export interface LegSteps<Result> {
-  send(url: string, body: JsonObject): Promise<{ res: LegResponse } | Result>;
+  /** Sends the leg to CONTINUATION_URL + `path` and checks its head. */
+  send(path: string, body: JsonObject): Promise<{ res: LegResponse } | Result>;
   judge(out: LegOutcome): Result;
   /** The request ends with the interruption event for `reason`. */
   end(reason: InterruptReason): Result;
@@ -46,7 +47,7 @@ async function promptIdsOf(r: ContinuationPort, ledger: Leg1IdLedger, promptIds:
   if (ledger.ask.engine !== 'llamacpp') return { failed: 'no-prompt-ids' };
   const deadline = AbortSignal.timeout(r.config.tokenizeTimeoutMs);
   return llamaPromptIds({
-    baseUrl: engineUrl(r.config.continuationUrl, ''),
+    baseUrl: r.config.continuationUrl.replace(/\/+$/, ''),
     original: r.req.payload as JsonObject,
     headers: r.lastHost ? { [AVOID_HOST_HEADER]: r.lastHost } : undefined,
     signal: AbortSignal.any([deadline, r.cancellation.signal]),
@@ -89,7 +90,7 @@ export async function runTokenIdsLeg<Result>(
     delivered_ids: delivered,
     budget_remaining: plan.remaining,
   });
-  const opened = await steps.send(engineUrl(r.config.continuationUrl, plan.path), plan.body);
+  const opened = await steps.send(plan.path, plan.body);
   if (!('res' in (opened as object))) return { result: opened as Result };
   const { res } = opened as { res: LegResponse };
   const progress: IdsLeg2Progress = { ids: [], complete: true };

@@ -97,15 +97,3 @@ export function planIdsLeg2(input: IdsLeg2Input): IdsLeg2Plan {
   body.return_tokens = true;
   return { kind: 'send', path: '/completion', body, remaining, promptIds: input.promptIds.length };
 }
-
-/** The engine's URL for `path`, on the host CONTINUATION_URL names (its chat path replaced). */
-export function engineUrl(continuationUrl: string, path: string): string {
-  const u = new URL(continuationUrl);
-  const base = u.pathname
-    .replace(/\/+$/, '')
-    .replace(/\/v1\/chat\/completions$/, '')
-    .replace(/\/chat\/completions$/, '');
-  u.pathname = `${base}${path}`;
-  u.search = '';
-  return u.toString();
-}
