@@ -13,7 +13,7 @@ import type { ContinuationPort } from '../../stream/request-port';
 import type { LegResponse } from '../../upstream/client';
 import { LegReader } from '../../upstream/leg-reader';
 import type { Leg1IdLedger } from './leg1-ledger';
-import { type IdsLeg2Progress, relayIdsLeg2 } from './leg2-relay';
+import { type IdsLeg2Host, type IdsLeg2Progress, relayIdsLeg2 } from './leg2-relay';
 import { planIdsLeg2 } from './leg2-request';
 import { llamaPromptIds } from './prompt-ids';
 import { RawSplitter } from './raw-split';
@@ -94,29 +94,30 @@ export async function runTokenIdsLeg<Result>(
   if (!('res' in (opened as object))) return { result: opened as Result };
   const { res } = opened as { res: LegResponse };
   const progress: IdsLeg2Progress = { ids: [], complete: true };
-  const out = await relayIdsLeg2(
-    {
-      config: r.config,
-      metrics: r.metrics,
-      log: r.log,
-      engine,
-      shape: { last: shape, reasoningField: (r.tracker.reasoningField ?? defaultReasoningField(engine)) as ReasoningField },
-      splitter,
-      clientWantsUsage: r.req.payload.stream_options?.include_usage === true,
-      promptTokens: prompt.ids.length,
-      deliveredTokens: delivered,
-      legs: n + 1,
-      isGone: () => r.isGone(),
-      onFirstBytes: () => r.metrics.observeRecoveryLatency((Date.now() - r.failedAt) / 1000),
-      onFirstToken: () => r.onFirstToken(),
-      deliver: (o) => r.deliver(o),
-    },
-    new LegReader(res.body),
-    progress,
-  );
+  const host = { engine, shape, splitter, promptTokens: prompt.ids.length, deliveredTokens: delivered, legs: n + 1 };
+  const out = await relayIdsLeg2(relayHost(r, host), new LegReader(res.body), progress);
   r.trace.legEnded(out.type, out.type === 'failed' ? out.failure : undefined);
   ledger.extend(progress.ids, progress.complete);
   return { result: steps.judge(out) };
 }
 
 const defaultReasoningField = (engine: 'vllm' | 'llamacpp'): ReasoningField => (engine === 'vllm' ? 'reasoning' : 'reasoning_content');
+
+/** The relay's view of the request (leg2-relay.ts). */
+function relayHost(
+  r: ContinuationPort,
+  h: Pick<IdsLeg2Host, 'engine' | 'splitter' | 'promptTokens' | 'deliveredTokens' | 'legs'> & { shape: JsonObject },
+): IdsLeg2Host {
+  return {
+    ...h,
+    config: r.config,
+    metrics: r.metrics,
+    log: r.log,
+    shape: { last: h.shape, reasoningField: (r.tracker.reasoningField ?? defaultReasoningField(h.engine)) as ReasoningField },
+    clientWantsUsage: r.req.payload.stream_options?.include_usage === true,
+    isGone: () => r.isGone(),
+    onFirstBytes: () => r.metrics.observeRecoveryLatency((Date.now() - r.failedAt) / 1000),
+    onFirstToken: () => r.onFirstToken(),
+    deliver: (o) => r.deliver(o),
+  };
+}
