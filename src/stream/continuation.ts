@@ -97,6 +97,8 @@ export async function runContinuationLeg(r: ContinuationPort, n: number, heldToo
     );
   const sent = { recovered: plan.recovered, method: counted.method };
   r.logTransition('ATTEMPT', { ...attemptRecord(n, plan, counted, verdict), continued_by: 'template', ids_fallback: idsFallback ?? null });
+  // What a text leg delivers comes without ids: a further leg cannot go by ids.
+  r.tokenIds?.textLegSent();
   const opened = await sendLeg(r, n, plan.body);
   if (!('res' in opened)) return { ...opened, sent };
   const out = await relay(r, n, plan, counted, opened);

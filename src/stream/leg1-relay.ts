@@ -149,6 +149,7 @@ class Leg1Relay implements LegHooks {
     if (ids && o.kind === 'chunk') {
       ids.observe(o.json);
       const stripped = ids.strip(o.json);
+      if (stripped === 'drop') return [];
       if (stripped) {
         raw = Buffer.from(`data: ${JSON.stringify(stripped)}\n\n`);
         o = { ...o, json: stripped };

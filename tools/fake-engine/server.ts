@@ -195,7 +195,12 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       // flag (entrypoints/openai/utils.py L250-264).
       continuousUsage:
         body.stream_options?.continuous_usage_stats === true && (dialect === 'sglang' || body.stream_options?.include_usage === true),
-      promptTokenIds: dialect === 'vllm' && body.return_token_ids === true && !tm ? promptTokens(body.messages).map(tokenId) : undefined,
+      // Only the generic family's answers are read back from ids (token-completion.ts); the others ignore the field,
+      // as an engine that predates it: the gateway then finds no ids and continues by text.
+      promptTokenIds:
+        dialect === 'vllm' && body.return_token_ids === true && !tm && family === 'generic'
+          ? promptTokens(body.messages).map(tokenId)
+          : undefined,
     };
     const answer = () => (body.stream === true ? new StreamRun(ex, settings).start() : sendCompletion(ex, settings));
     const prefill = prefills.begin();

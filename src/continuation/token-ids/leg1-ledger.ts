@@ -65,7 +65,13 @@ export class Leg1IdLedger {
   /** Leg 1's last text chunk as the client got it (null: none yet). */
   shape(): JsonObject | null {
     const last = this.lastText;
-    return last ? (this.strip(last) ?? last) : null;
+    const stripped = last ? this.strip(last) : null;
+    return stripped === null || stripped === 'drop' ? last : stripped;
+  }
+
+  /** A continuation leg by text was sent: what it delivers has no ids here, a further leg goes by text too. */
+  textLegSent(): void {
+    this.gap ??= 'after-text-leg';
   }
 
   /** A continuation leg by ids delivered these too: a further leg continues after them (or by text, after a gap). */
@@ -98,15 +104,27 @@ export class Leg1IdLedger {
     else if (r.text) this.gap = 'chunk-without-ids';
   }
 
-  /** The chunk as the client gets it: the fields the client did not ask for removed (null: unchanged). */
-  strip(chunk: JsonObject): JsonObject | null {
+  /**
+   * The chunk as the client gets it: the fields the client did not ask for removed (null: unchanged; `drop`: a
+   * chunk that exists only because ids were asked for: vLLM sends a token its parser held back, `delta: {}`, only
+   * to carry its ids: chat_completion/serving.py, "we still need to send a chunk even if delta_message is None").
+   */
+  strip(chunk: JsonObject): JsonObject | null | 'drop' {
     const asked = this.ask.clientAsked;
     if (this.ask.engine === 'vllm') {
       if (asked.tokenIds) return null;
+      if (onlyCarriesIds(chunk)) return 'drop';
       return stripVllm(chunk);
     }
     return stripLlama(chunk, asked.logprobs, asked.timings);
   }
+}
+
+function onlyCarriesIds(chunk: JsonObject): boolean {
+  const c = choice0(chunk);
+  if (!c || chunk.usage != null || 'prompt_token_ids' in chunk || !Array.isArray(c.token_ids)) return false;
+  const emptyDelta = isObject(c.delta) && Object.keys(c.delta).length === 0;
+  return emptyDelta && (c.finish_reason === null || c.finish_reason === undefined) && (c.logprobs === null || c.logprobs === undefined);
 }
 
 function stripVllm(chunk: JsonObject): JsonObject | null {
