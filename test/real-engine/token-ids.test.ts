@@ -1,0 +1,174 @@
+// Continuation by token ids (issue 34) against a REAL llama-server: SmolLM2-135M-Instruct, greedy (temperature
+// 0, a fixed seed), two replicas behind the real Envoy and the sidecar. For a cut after EVERY text chunk of a
+// real answer (a proxy in front of each replica resets the stream there, as a replica that dies: cut-proxy.ts),
+// the stream the client receives must be the uninterrupted run's: content, reasoning, finish reason and usage
+// (prompt, completion and total tokens); and where leg 2 went by ids, its prompt must be the uninterrupted
+// prompt's ids (the engine's /apply-template + /tokenize) followed by the ids the uninterrupted run generated up
+// to the cut (its own logprobs ids). Two models: SmolLM2's own chat template (no reasoning), and SmolLM2 under
+// the DeepSeek-R1 distills' published template (its generation prompt opens `<think>\n`; a few-shot prompt makes
+// the model close it), the cuts falling in the reasoning and in the content.
+//
+// The replicas run with --batch-size 1 --ubatch-size 1: leg 2's prompt is then computed one token at a time, as
+// leg 1 decoded it. With a larger batch the prefill's numerics differ from the decode's and a greedy answer can
+// part after a cut on a near tie (docs/real-engine.md "Token replay": 11/14 cuts reproduced with the default
+// batch): that is the engine's arithmetic, not the prompt, and the table printed says which cuts went by ids.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { request } from 'undici';
+import { provisionAssets } from '../fidelity/harness-client';
+import type { ClientResult } from '../support/client';
+import { type CutProxy, startCutProxy } from './cut-proxy';
+import { type LlamaReplica, locateAssets, type RealStack, startRealStack, startReplicas, streamChat } from './support';
+
+const underOwnConfig = (globalThis as any).__REAL_ENGINE_SUITE__ === true;
+const located = underOwnConfig ? locateAssets() : { skip: 'runs only under test/real-engine/jest.config.js (npm run test:real-engine)' };
+const describeReal = 'skip' in located ? describe.skip : describe;
+if ('skip' in located && underOwnConfig) console.warn(`token-ids: skipped: ${located.skip}`);
+
+const MAX_TOKENS = Number(process.env.TOKEN_IDS_MAX_TOKENS ?? 24);
+const R1_TEMPLATE = 'deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja';
+const R1_FEW_SHOT =
+  'Q: 1+1\nthink: one plus one is two.\n</think>\n\nA: 2\n\nQ: 2+2\nthink: two plus two is four.\n</think>\n\nA: 4\n\n' +
+  'Q: 5+5\nthink: five plus five is ten.\n</think>\n\nA: 10\n\nQ: 3+3\nthink:';
+
+interface Variant {
+  name: string;
+  messages: Array<{ role: string; content: string }>;
+  /** Extra llama-server arguments and sidecar settings (the served template, the model name). */
+  server: (dir: string) => string[];
+  env: (dir: string) => Record<string, string>;
+}
+
+const VARIANTS: Variant[] = [
+  {
+    name: 'SmolLM2, its own template (no reasoning)',
+    messages: [{ role: 'user', content: 'Explain in two sentences why the sky is blue.' }],
+    server: () => ['--jinja'],
+    env: () => ({}),
+  },
+  {
+    name: 'SmolLM2 under the R1-distill template (reasoning)',
+    messages: [
+      { role: 'system', content: 'Follow the pattern.' },
+      { role: 'user', content: R1_FEW_SHOT },
+    ],
+    server: (dir) => ['--jinja', '--chat-template-file', path.join(dir, 'chat_template.jinja')],
+    env: (dir) => ({ CONTINUATION_MODEL: 'deepseek-ai/DeepSeek-R1-Distill-Qwen-32B', CHAT_TEMPLATE: dir }),
+  },
+];
+
+async function post(url: string, body: unknown): Promise<any> {
+  const r = await request(url, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+  const text = await r.body.text();
+  if (r.statusCode !== 200) throw new Error(`${url} answered ${r.statusCode}: ${text.slice(0, 300)}`);
+  return JSON.parse(text);
+}
+
+/** The uninterrupted run straight from a replica: its prompt ids and the ids it generated (logprobs entries). */
+async function engineIds(replica: LlamaReplica, body: any): Promise<{ prompt: number[]; generated: number[] }> {
+  const applied = await post(`${replica.url}/apply-template`, body);
+  const prompt = (await post(`${replica.url}/tokenize`, { content: applied.prompt, add_special: true, parse_special: true })).tokens;
+  const res = await request(`${replica.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ...body, logprobs: true, top_logprobs: 1 }),
+  });
+  const generated: number[] = [];
+  for (const line of (await res.body.text()).split('\n'))
+    if (line.startsWith('data: {')) for (const e of JSON.parse(line.slice(6)).choices?.[0]?.logprobs?.content ?? []) generated.push(e.id);
+  return { prompt, generated };
+}
+
+const textChunks = (r: ClientResult) =>
+  r.chunks.filter((c) => c.choices?.[0]?.delta?.content || c.choices?.[0]?.delta?.reasoning_content).length;
+const counts = (u: any) =>
+  u ? { prompt_tokens: u.prompt_tokens, completion_tokens: u.completion_tokens, total_tokens: u.total_tokens } : null;
+
+describeReal.each(VARIANTS)('continuation by token ids on a real llama-server: $name', (v) => {
+  let replicas: LlamaReplica[] = [];
+  let proxies: CutProxy[] = [];
+  let stack: RealStack | undefined;
+  let dir: string;
+  const body = {
+    model: 'smollm2',
+    stream: true,
+    temperature: 0,
+    seed: 42,
+    max_tokens: MAX_TOKENS,
+    stream_options: { include_usage: true },
+    messages: v.messages,
+  };
+
+  beforeAll(async () => {
+    if ('skip' in located) return;
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'token-ids-'));
+    fs.copyFileSync(path.join(provisionAssets().templates, R1_TEMPLATE), path.join(dir, 'chat_template.jinja'));
+    replicas = await startReplicas(located.assets, 2, {
+      parallel: 1,
+      extraArgs: ['--batch-size', '1', '--ubatch-size', '1', ...v.server(dir)],
+    });
+    proxies = await Promise.all(replicas.map((r) => startCutProxy(r.port)));
+    const routed = proxies.map((p) => ({ port: p.port })) as unknown as LlamaReplica[];
+    stack = await startRealStack(routed, { MAX_STALL_SECONDS: '120', STALL_IDLE_TIMEOUT_SECONDS: '60', ...v.env(dir) });
+  }, 15 * 60_000);
+  afterAll(async () => {
+    await stack?.stop();
+    await Promise.all(proxies.map((p) => p.close()));
+    await Promise.all(replicas.map((r) => r.stop()));
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  test(
+    'a cut at every text chunk: the client gets the uninterrupted stream; leg 2 prompt = prompt ids + generated ids',
+    async () => {
+      const s = stack as RealStack;
+      const ref = await streamChat(s.url, body, { 'x-request-id': `ref.${Date.now()}` });
+      expect(ref.finishReasons).toHaveLength(1);
+      expect(ref.raw).not.toContain('logprobs');
+      const ids = await engineIds(replicas[0], body);
+      const n = textChunks(ref);
+      const rows: string[] = [];
+      const problems: string[] = [];
+      const byIds: number[] = [];
+      for (let k = 1; k < n; k++) {
+        const id = `cut${k}.${Date.now().toString(36)}`;
+        const r = await streamChat(s.url, body, { 'x-request-id': id });
+        const same =
+          r.content === ref.content &&
+          r.reasoning === ref.reasoning &&
+          JSON.stringify(r.finishReasons) === JSON.stringify(ref.finishReasons) &&
+          JSON.stringify(counts(r.usage)) === JSON.stringify(counts(ref.usage));
+        const path = r.usage?.continuation?.path ?? 'none';
+        const leg2 = proxies.flatMap((p) => p.completions).find((c) => c.requestId === `${id}-c1`);
+        let promptOk: boolean | null = null;
+        if (path === 'token-ids') {
+          byIds.push(k);
+          // The delivered ids are the first generated ones, as many as the client's chunks carried.
+          const delivered = leg2 ? leg2.body.prompt.length - ids.prompt.length : -1;
+          promptOk =
+            !!leg2 &&
+            JSON.stringify(leg2.body.prompt) === JSON.stringify([...ids.prompt, ...ids.generated.slice(0, delivered)]) &&
+            delivered >= k;
+          if (!promptOk) problems.push(`cut ${k}: leg 2's prompt is not the prompt ids + the generated ids`);
+        }
+        if (!same || r.errors.length > 0)
+          problems.push(
+            `cut ${k} (${path}): ${JSON.stringify({ content: r.content, reasoning: r.reasoning, usage: counts(r.usage), errors: r.errors.map((e) => e.reason) })}`,
+          );
+        rows.push(`| ${k} | ${path} | ${same ? 'yes' : 'no'} | ${promptOk === null ? '-' : promptOk ? 'yes' : 'no'} |`);
+      }
+      console.log(
+        [
+          `token ids, ${v.name}: ${n - 1} cuts, ${byIds.length} by ids`,
+          '| cut | path | identical | leg 2 prompt = ids |',
+          '|---|---|---|---|',
+          ...rows,
+        ].join('\n'),
+      );
+      expect(problems).toEqual([]);
+      expect(byIds.length).toBeGreaterThan(0);
+    },
+    60 * 60_000,
+  );
+});
