@@ -8,7 +8,7 @@
 // the DeepSeek-R1 distills' published template (its generation prompt opens `<think>\n`; a few-shot prompt makes
 // the model close it), the cuts falling in the reasoning and in the content.
 //
-// The replicas run with --batch-size 1 --ubatch-size 1: leg 2's prompt is then computed one token at a time, as
+// The replicas run with --ubatch-size 1: leg 2's prompt is then computed one token at a time, as
 // leg 1 decoded it. With a larger batch the prefill's numerics differ from the decode's and a greedy answer can
 // part after a cut on a near tie (docs/real-engine.md "Token replay": 11/14 cuts reproduced with the default
 // batch): that is the engine's arithmetic, not the prompt, and the table printed says which cuts went by ids.
@@ -106,7 +106,7 @@ describeReal.each(VARIANTS)('continuation by token ids on a real llama-server: $
     fs.copyFileSync(path.join(provisionAssets().templates, R1_TEMPLATE), path.join(dir, 'chat_template.jinja'));
     replicas = await startReplicas(located.assets, 2, {
       parallel: 1,
-      extraArgs: ['--batch-size', '1', '--ubatch-size', '1', ...v.server(dir)],
+      extraArgs: ['--ubatch-size', '1', ...v.server(dir)],
     });
     proxies = await Promise.all(replicas.map((r) => startCutProxy(r.port)));
     const routed = proxies.map((p) => ({ port: p.port })) as unknown as LlamaReplica[];
