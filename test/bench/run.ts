@@ -1066,7 +1066,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
                   ? { env: { UPSTREAM_HTTP2: 'true' } }
                   : c === 't'
                     ? { env: { TOKEN_IDS_CONTINUATION: 'false' } }
-                  : { dist: o.previousDist ? path.resolve(o.previousDist) : previousReleaseDist(ROOT, o.previousRef, log) };
+                    : { dist: o.previousDist ? path.resolve(o.previousDist) : previousReleaseDist(ROOT, o.previousRef, log) };
         const extra = await startGateway(enginePorts, o, { ...own, profileDir: undefined });
         stops.unshift(() => extra.stop());
         stackOf[c] = extra;

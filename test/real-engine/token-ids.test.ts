@@ -26,7 +26,6 @@ const located = underOwnConfig ? locateAssets() : { skip: 'runs only under test/
 const describeReal = 'skip' in located ? describe.skip : describe;
 if ('skip' in located && underOwnConfig) console.warn(`token-ids: skipped: ${located.skip}`);
 
-const MAX_TOKENS = Number(process.env.TOKEN_IDS_MAX_TOKENS ?? 24);
 const R1_TEMPLATE = 'deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja';
 const R1_FEW_SHOT =
   'Q: 1+1\nthink: one plus one is two.\n</think>\n\nA: 2\n\nQ: 2+2\nthink: two plus two is four.\n</think>\n\nA: 4\n\n' +
@@ -34,6 +33,9 @@ const R1_FEW_SHOT =
 
 interface Variant {
   name: string;
+  /** The answer's budget: the plain answer ends by itself (finish stop), the few-shot one at the budget. */
+  maxTokens: number;
+  reasons: boolean;
   messages: Array<{ role: string; content: string }>;
   /** Extra llama-server arguments and sidecar settings (the served template, the model name). */
   server: (dir: string) => string[];
@@ -43,12 +45,16 @@ interface Variant {
 const VARIANTS: Variant[] = [
   {
     name: 'SmolLM2, its own template (no reasoning)',
+    maxTokens: 120,
+    reasons: false,
     messages: [{ role: 'user', content: 'Explain in two sentences why the sky is blue.' }],
     server: () => ['--jinja'],
     env: () => ({}),
   },
   {
     name: 'SmolLM2 under the R1-distill template (reasoning)',
+    maxTokens: 40,
+    reasons: true,
     messages: [
       { role: 'system', content: 'Follow the pattern.' },
       { role: 'user', content: R1_FEW_SHOT },
@@ -95,7 +101,7 @@ describeReal.each(VARIANTS)('continuation by token ids on a real llama-server: $
     stream: true,
     temperature: 0,
     seed: 42,
-    max_tokens: MAX_TOKENS,
+    max_tokens: Number(process.env.TOKEN_IDS_MAX_TOKENS ?? v.maxTokens),
     stream_options: { include_usage: true },
     messages: v.messages,
   };
@@ -126,14 +132,20 @@ describeReal.each(VARIANTS)('continuation by token ids on a real llama-server: $
       const ref = await streamChat(s.url, body, { 'x-request-id': `ref.${Date.now()}` });
       expect(ref.finishReasons).toHaveLength(1);
       expect(ref.raw).not.toContain('logprobs');
+      expect(ref.content.length).toBeGreaterThan(0);
+      expect(ref.reasoning.length > 0).toBe(v.reasons);
       const ids = await engineIds(replicas[0], body);
       const n = textChunks(ref);
       const rows: string[] = [];
       const problems: string[] = [];
       const byIds: number[] = [];
+      const phases: Record<string, number> = {};
       for (let k = 1; k < n; k++) {
         const id = `cut${k}.${Date.now().toString(36)}`;
-        const r = await streamChat(s.url, body, { 'x-request-id': id });
+        let phase = '';
+        const r = await streamChat(s.url, body, { 'x-request-id': id }, (p) => {
+          if (p.contentChunks + p.reasoningChunks === k) phase = p.contentChunks > 0 ? 'content' : 'reasoning';
+        });
         const same =
           r.content === ref.content &&
           r.reasoning === ref.reasoning &&
@@ -156,17 +168,19 @@ describeReal.each(VARIANTS)('continuation by token ids on a real llama-server: $
           problems.push(
             `cut ${k} (${path}): ${JSON.stringify({ content: r.content, reasoning: r.reasoning, usage: counts(r.usage), errors: r.errors.map((e) => e.reason) })}`,
           );
-        rows.push(`| ${k} | ${path} | ${same ? 'yes' : 'no'} | ${promptOk === null ? '-' : promptOk ? 'yes' : 'no'} |`);
+        phases[phase] = (phases[phase] ?? 0) + 1;
+        rows.push(`| ${k} | ${phase} | ${path} | ${same ? 'yes' : 'no'} | ${promptOk === null ? '-' : promptOk ? 'yes' : 'no'} |`);
       }
       console.log(
         [
-          `token ids, ${v.name}: ${n - 1} cuts, ${byIds.length} by ids`,
-          '| cut | path | identical | leg 2 prompt = ids |',
-          '|---|---|---|---|',
+          `token ids, ${v.name}: ${n - 1} cuts (${JSON.stringify(phases)}), ${byIds.length} by ids; finish ${ref.finishReasons[0]}, usage ${JSON.stringify(counts(ref.usage))}`,
+          '| cut | phase | path | identical | leg 2 prompt = ids |',
+          '|---|---|---|---|---|',
           ...rows,
         ].join('\n'),
       );
       expect(problems).toEqual([]);
+      if (v.reasons) expect(Object.keys(phases).sort()).toEqual(['content', 'reasoning']);
       expect(byIds.length).toBeGreaterThan(0);
     },
     60 * 60_000,
