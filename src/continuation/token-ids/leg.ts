@@ -37,9 +37,9 @@ export function splitterFor(r: Pick<ContinuationPort, 'tracker' | 'continuationM
   const format: ReasoningFormat | null = family.reasoning;
   if (!format || family.name === 'generic') return { fallback: 'no-reasoning-format' };
   if (format.open.includes('<|channel|>')) return { fallback: 'harmony-not-split' };
-  // llama.cpp's parser hands out the content without the whitespace after the marker (its spelling).
-  const after = r.config.engine === 'llamacpp' ? (format.spelling?.afterClose ?? '') : '';
-  return new RawSplitter('reasoning', format.close, after);
+  // Both engines' parsers hand out every character after the marker (llama.cpp: `</think>\n\nA` gives content
+  // `\n\nA`, seen on the real server: test/real-engine/token-ids.test.ts).
+  return new RawSplitter('reasoning', format.close);
 }
 
 async function promptIdsOf(r: ContinuationPort, ledger: Leg1IdLedger, promptIds: readonly number[] | null) {

@@ -2,9 +2,9 @@
 // reasoning and content the way the engine's parser would have, continuing from the parser's state at the cut.
 // Cut in the content: everything that follows is content (no parser here reads a second reasoning block). Cut in
 // the reasoning: reasoning until the family's closing marker, content after it; a marker split across pieces
-// is held until it is whole or cannot be one, and the marker itself is never shown (the parsers remove it).
-// `afterClose`: what the engine's parser drops between the marker and the content (its spelling, e.g. R1's
-// "\n\n" on llama.cpp), removed only when it is there. Pure.
+// is held until it is whole or cannot be one, and the marker itself is never shown (the parsers remove it and
+// hand out every other character: vLLM's qwen3 / deepseek_r1 parsers, docs/families.md; llama.cpp's, seen on
+// the real server in test/real-engine/token-ids.test.ts). Pure.
 import type { Phase } from '../../families/types';
 
 export interface SplitPiece {
@@ -15,13 +15,10 @@ export interface SplitPiece {
 export class RawSplitter {
   private phase: Phase;
   private held = '';
-  /** After the marker: the parser's dropped lead not yet matched (a prefix of afterClose). */
-  private leadPending: string | null = null;
 
   constructor(
     phase: Phase,
     private readonly close: string | null,
-    private readonly afterClose = '',
   ) {
     this.phase = phase;
     if (phase === 'reasoning' && !close) throw new Error('a cut in the reasoning needs the closing marker');
@@ -33,15 +30,14 @@ export class RawSplitter {
 
   /** One piece of raw text: what the client gets of it now. */
   push(text: string): SplitPiece {
-    if (this.phase === 'content') return { reasoning: '', content: this.dropLead(text) };
+    if (this.phase === 'content') return { reasoning: '', content: text };
     const close = this.close as string;
     const buf = this.held + text;
     const at = buf.indexOf(close);
     if (at >= 0) {
       this.phase = 'content';
       this.held = '';
-      this.leadPending = this.afterClose;
-      return { reasoning: buf.slice(0, at), content: this.dropLead(buf.slice(at + close.length)) };
+      return { reasoning: buf.slice(0, at), content: buf.slice(at + close.length) };
     }
     const keep = partialSuffix(buf, close);
     this.held = buf.slice(buf.length - keep);
@@ -52,32 +48,7 @@ export class RawSplitter {
   end(): SplitPiece {
     const held = this.held;
     this.held = '';
-    if (this.phase === 'reasoning') return { reasoning: held, content: '' };
-    const lead = this.leadPending;
-    this.leadPending = null;
-    return {
-      reasoning: '',
-      content: lead && lead !== this.afterClose ? this.afterClose.slice(0, this.afterClose.length - lead.length) : '',
-    };
-  }
-
-  /** The parser's dropped lead after the marker, matched across pieces; what does not match is content. */
-  private dropLead(text: string): string {
-    const lead = this.leadPending;
-    if (lead === null || lead === '') {
-      this.leadPending = null;
-      return text;
-    }
-    const n = Math.min(lead.length, text.length);
-    if (text.slice(0, n) !== lead.slice(0, n)) {
-      // Not the spelling: what was matched so far is content too.
-      const matched = this.afterClose.slice(0, this.afterClose.length - lead.length);
-      this.leadPending = null;
-      return matched + text;
-    }
-    this.leadPending = lead.slice(n);
-    if (this.leadPending === '') this.leadPending = null;
-    return text.slice(n);
+    return { reasoning: held, content: '' };
   }
 }
 
