@@ -26,6 +26,8 @@ const located = underOwnConfig ? locateAssets() : { skip: 'runs only under test/
 const describeReal = 'skip' in located ? describe.skip : describe;
 if ('skip' in located && underOwnConfig) console.warn(`token-ids: skipped: ${located.skip}`);
 
+// TOKEN_IDS_DEFAULT_BATCH=1: the engine's default batch (no --ubatch-size 1), a measurement: printed, not asserted.
+const DEFAULT_BATCH = process.env.TOKEN_IDS_DEFAULT_BATCH === '1';
 const R1_TEMPLATE = 'deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja';
 const R1_FEW_SHOT =
   'Q: 1+1\nthink: one plus one is two.\n</think>\n\nA: 2\n\nQ: 2+2\nthink: two plus two is four.\n</think>\n\nA: 4\n\n' +
@@ -112,7 +114,7 @@ describeReal.each(VARIANTS)('continuation by token ids on a real llama-server: $
     fs.copyFileSync(path.join(provisionAssets().templates, R1_TEMPLATE), path.join(dir, 'chat_template.jinja'));
     replicas = await startReplicas(located.assets, 2, {
       parallel: 1,
-      extraArgs: ['--ubatch-size', '1', ...v.server(dir)],
+      extraArgs: [...(DEFAULT_BATCH ? [] : ['--ubatch-size', '1']), ...v.server(dir)],
     });
     proxies = await Promise.all(replicas.map((r) => startCutProxy(r.port)));
     const routed = proxies.map((p) => ({ port: p.port })) as unknown as LlamaReplica[];
@@ -147,6 +149,7 @@ describeReal.each(VARIANTS)('continuation by token ids on a real llama-server: $
       const problems: string[] = [];
       const byIds: number[] = [];
       const phases: Record<string, number> = {};
+      const textDiffers: number[] = [];
       // TOKEN_IDS_CUTS=1,5,9: only these cuts (a quick look); by default every one.
       const only = process.env.TOKEN_IDS_CUTS?.split(',').map(Number);
       for (let k = 1; k < n; k++) {
@@ -171,10 +174,13 @@ describeReal.each(VARIANTS)('continuation by token ids on a real llama-server: $
           promptOk =
             !!leg2 &&
             JSON.stringify(leg2.body.prompt) === JSON.stringify([...ids.prompt, ...ids.generated.slice(0, delivered)]) &&
-            delivered >= k;
+            delivered === k;
           if (!promptOk) problems.push(`cut ${k}: leg 2's prompt is not the prompt ids + the generated ids`);
         }
-        if (!same || r.errors.length > 0)
+        // The cuts that went by text are the verified text path's (counted, printed): its leg 2 re-tokenizes the
+        // delivered text, which this issue is about; the claim here is the ids path's.
+        if (path !== 'token-ids' && !same && r.errors.length === 0) textDiffers.push(k);
+        else if (!same || r.errors.length > 0)
           problems.push(
             `cut ${k} (${path}): ${JSON.stringify({ content: r.content, reasoning: r.reasoning, usage: counts(r.usage), errors: r.errors.map((e) => e.reason) })}`,
           );
@@ -186,12 +192,13 @@ describeReal.each(VARIANTS)('continuation by token ids on a real llama-server: $
       }
       console.log(
         [
-          `token ids, ${v.name}: ${n - 1} cuts (${JSON.stringify(phases)}), ${byIds.length} by ids; finish ${ref.finishReasons[0]}, usage ${JSON.stringify(counts(ref.usage))}`,
+          `token ids, ${v.name}: ${n - 1} cuts (${JSON.stringify(phases)}), ${byIds.length} by ids; by text and not identical: ${JSON.stringify(textDiffers)}; finish ${ref.finishReasons[0]}, usage ${JSON.stringify(counts(ref.usage))}`,
           '| cut | phase | path | identical | leg 2 prompt = ids |',
           '|---|---|---|---|---|',
           ...rows,
         ].join('\n'),
       );
+      if (DEFAULT_BATCH) return void console.log(`default batch: ${problems.length} of ${n - 1} cuts not identical`);
       if (problems.length > 0)
         problems.unshift(
           `the uninterrupted run: ${JSON.stringify({ content: ref.content, reasoning: ref.reasoning, usage: counts(ref.usage) })}`,

@@ -17,7 +17,7 @@ const ready = fs.existsSync(python);
 if (!ready) process.stderr.write(`token-ids-protocol SKIPPED: no vLLM venv at ${python} (scripts/vllm-deps.sh, or VLLM_PYTHON)\n`);
 const describeVllm = ready ? describe : describe.skip;
 
-const CHECK = String.raw`
+const CHECK = `
 import json, sys, os
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest, ChatCompletionStreamResponse
