@@ -78,7 +78,8 @@ export class StreamRun {
     const role: Record<string, unknown> = roleChunk(this.s.ctx);
     // vLLM's role chunk carries the running usage too (prompt only), SGLang's none (serving_chat.py L2580-2595).
     if (this.s.continuousUsage && this.s.ctx.dialect === 'vllm') role.usage = this.runningUsage(0);
-    if (this.s.promptTokenIds) role.prompt_token_ids = this.s.promptTokenIds;
+    // vLLM 0.33.0 sets these fields whether asked or not (serving.py), and dumps with exclude_unset: null when not asked.
+    if (this.s.ctx.dialect === 'vllm') role.prompt_token_ids = this.s.promptTokenIds ?? null;
     this.event(role);
     this.ex.later(this.s.intervalMs, () => this.step());
   }
@@ -99,7 +100,8 @@ export class StreamRun {
       const d = plan.deltas[this.index];
       if (d.kind !== 'silent') {
         const chunk = tokenChunk(this.s.ctx, d);
-        if (this.s.promptTokenIds) (chunk.choices as Record<string, unknown>[])[0].token_ids = [tokenId(deltaText(d))];
+        if (this.s.ctx.dialect === 'vllm')
+          (chunk.choices as Record<string, unknown>[])[0].token_ids = this.s.promptTokenIds ? [tokenId(deltaText(d))] : null;
         if (this.s.continuousUsage) (chunk as Record<string, unknown>).usage = this.runningUsage(this.index + 1);
         this.event(chunk);
       }
@@ -159,7 +161,9 @@ export class StreamRun {
 
   private finish(): void {
     const { ctx, plan, fault, includeUsage } = this.s;
-    this.event(finishChunk(ctx, plan.finish));
+    const fin: Record<string, unknown> = finishChunk(ctx, plan.finish);
+    if (ctx.dialect === 'vllm') (fin.choices as Record<string, unknown>[])[0].token_ids = this.s.promptTokenIds ? [] : null;
+    this.event(fin);
     if (includeUsage) {
       const reasoning = plan.reasoningTokens ?? reasoningTokenCount(plan.deltas);
       const sign = fault?.kind === 'negative-usage' ? -1 : 1;

@@ -127,18 +127,18 @@ function onlyCarriesIds(chunk: JsonObject): boolean {
   return emptyDelta && (c.finish_reason === null || c.finish_reason === undefined) && (c.logprobs === null || c.logprobs === undefined);
 }
 
+/**
+ * vLLM 0.33.0 sets `prompt_token_ids` and `token_ids` on every stream chunk whether asked or not and dumps with
+ * exclude_unset (chat_completion/serving.py): a stream not asked for ids carries them as null, in place.
+ */
 function stripVllm(chunk: JsonObject): JsonObject | null {
   const choices = Array.isArray(chunk.choices) ? chunk.choices : [];
-  const any = 'prompt_token_ids' in chunk || choices.some((c) => isObject(c) && 'token_ids' in c);
-  if (!any) return null;
-  const { prompt_token_ids: _p, ...rest } = chunk;
-  if (Array.isArray(chunk.choices))
-    rest.choices = chunk.choices.map((c) => {
-      if (!isObject(c) || !('token_ids' in c)) return c;
-      const { token_ids: _t, ...kept } = c;
-      return kept;
-    });
-  return rest;
+  const carries = (c: unknown) => isObject(c) && c.token_ids != null;
+  if (chunk.prompt_token_ids == null && !choices.some(carries)) return null;
+  const out: JsonObject = { ...chunk };
+  if ('prompt_token_ids' in out) out.prompt_token_ids = null;
+  if (Array.isArray(chunk.choices)) out.choices = chunk.choices.map((c) => (carries(c) ? { ...(c as JsonObject), token_ids: null } : c));
+  return out;
 }
 
 function stripLlama(chunk: JsonObject, logprobs: boolean, timings: boolean): JsonObject | null {
