@@ -73,13 +73,16 @@ export async function runContinuationLeg(r: ContinuationPort, n: number, heldToo
   let idsFallback = r.tokenIds ? undefined : r.tokenIdsOff;
   if (r.tokenIds) {
     const steps = {
-      send: (path: string, body: JsonObject) => sendLeg(r, n, body, path),
+      send: async (path: string, body: JsonObject) => {
+        const opened = await sendLeg(r, n, body, path);
+        return 'res' in opened ? opened : { result: opened };
+      },
       judge: (out: LegOutcome) => judge(r, n, out),
       end: (reason: InterruptReason): LegResult => ({ next: { end: interruption(reason, heldToolCall) } }),
       cancelled: CANCELLED,
     };
     const byIds = await runTokenIdsLeg(r, n, r.tokenIds, steps);
-    if ('result' in byIds) return byIds.result;
+    if ('result' in byIds) return byIds.sent ? { ...byIds.result, sent: { recovered: byIds.sent, method: 'token-ids' } } : byIds.result;
     idsFallback = byIds.fallback;
     r.log.info({ decision: 'TOKEN_IDS_FALLBACK', reason: idsFallback, leg: n + 1 }, 'continuation by text: no token ids for this cut');
   }

@@ -26,7 +26,7 @@ export type CancellationView = Pick<RequestCancellation, 'cancelled' | 'cause' |
 /** Admission's refusal as the request sees it (null: a slot is held). */
 export type Refusal = { reason: RecoveryRefusal; retryAfterMs?: number } | null;
 
-export type CountMethod = 'tokenizer' | 'tokenize' | 'estimate' | 'engine-usage';
+export type CountMethod = 'tokenizer' | 'tokenize' | 'estimate' | 'engine-usage' | 'token-ids';
 
 /** What every step reads of the process it runs in: the frozen settings, the metrics, the request's logger. */
 export interface StepEnv {

@@ -7,12 +7,13 @@ import { selectFamily } from '../../families/select';
 import type { Phase, ReasoningFormat } from '../../families/types';
 import type { JsonObject, ReasoningField } from '../../openai/chat';
 import type { InterruptReason } from '../../recovery/reasons';
+import type { RecoveredTokens } from '../../recovery/token-estimate';
 import { AVOID_HOST_HEADER } from '../../request/forward-headers';
 import type { LegOutcome } from '../../stream/leg-loop';
 import type { ContinuationPort } from '../../stream/request-port';
 import type { LegResponse } from '../../upstream/client';
 import { LegReader } from '../../upstream/leg-reader';
-import type { Leg1IdLedger } from './leg1-ledger';
+import type { LedgerState, Leg1IdLedger } from './leg1-ledger';
 import { type IdsLeg2Host, type IdsLeg2Progress, relayIdsLeg2 } from './leg2-relay';
 import { planIdsLeg2 } from './leg2-request';
 import { llamaPromptIds } from './prompt-ids';
@@ -21,7 +22,7 @@ import { RawSplitter } from './raw-split';
 /** What the text path's hooks give this leg (continuation.ts): send and check the head, then judge. */
 export interface LegSteps<Result> {
   /** Sends the leg to CONTINUATION_URL + `path` and checks its head. */
-  send(path: string, body: JsonObject): Promise<{ res: LegResponse } | Result>;
+  send(path: string, body: JsonObject): Promise<{ res: LegResponse } | { result: Result }>;
   judge(out: LegOutcome): Result;
   /** The request ends with the interruption event for `reason`. */
   end(reason: InterruptReason): Result;
@@ -60,7 +61,7 @@ export async function runTokenIdsLeg<Result>(
   n: number,
   ledger: Leg1IdLedger,
   steps: LegSteps<Result>,
-): Promise<{ result: Result } | { fallback: string }> {
+): Promise<{ result: Result; sent?: RecoveredTokens } | { fallback: string }> {
   const state = ledger.state();
   if (state.kind === 'gap') return { fallback: state.reason };
   const shape = ledger.shape();
@@ -91,14 +92,27 @@ export async function runTokenIdsLeg<Result>(
     budget_remaining: plan.remaining,
   });
   const opened = await steps.send(plan.path, plan.body);
-  if (!('res' in (opened as object))) return { result: opened as Result };
-  const { res } = opened as { res: LegResponse };
+  if ('result' in opened) return opened;
+  const { res } = opened;
   const progress: IdsLeg2Progress = { ids: [], complete: true };
   const host = { engine, shape, splitter, promptTokens: prompt.ids.length, deliveredTokens: delivered, legs: n + 1 };
   const out = await relayIdsLeg2(relayHost(r, host), new LegReader(res.body), progress);
   r.trace.legEnded(out.type, out.type === 'failed' ? out.failure : undefined);
   ledger.extend(progress.ids, progress.complete);
-  return { result: steps.judge(out) };
+  return { result: steps.judge(out), sent: recoveredOf(prompt.ids.length, state) };
+}
+
+/** What the leg recovers, counted from the ids (the request_end record). */
+function recoveredOf(promptTokens: number, state: Extract<LedgerState, { kind: 'complete' }>): RecoveredTokens {
+  const total = state.generatedIds.length;
+  const reasoning = Math.min(state.reasoningIds, total);
+  return {
+    promptTokens,
+    reasoningTokens: reasoning,
+    contentTokens: total - reasoning,
+    totalRecovered: total,
+    accounting: { method: 'token-ids', dialect: null, prompt: 'token-ids' },
+  };
 }
 
 const defaultReasoningField = (engine: 'vllm' | 'llamacpp'): ReasoningField => (engine === 'vllm' ? 'reasoning' : 'reasoning_content');

@@ -9,7 +9,13 @@ import { isObject, type JsonObject } from '../../openai/chat';
 import type { Leg1IdsAsk } from './leg1-request';
 
 export type LedgerState =
-  | { kind: 'complete'; promptIds: readonly number[] | null; generatedIds: readonly number[] }
+  | {
+      kind: 'complete';
+      promptIds: readonly number[] | null;
+      generatedIds: readonly number[];
+      /** Of those, the ids of chunks whose delta was reasoning (an ids-only chunk counts in the phase it came in). */
+      reasoningIds: number;
+    }
   | { kind: 'gap'; reason: string };
 
 /** Ids in a JSON value: an array of non-negative integers, else null. */
@@ -49,6 +55,8 @@ export class Leg1IdLedger {
   private prompt: number[] | null = null;
   private readonly generated: number[] = [];
   private gap: string | null = null;
+  private reasoningIds = 0;
+  private inReasoning = false;
   /** The last chunk that carried text, as the engine sent it: the shape leg 2's chunks take (client-chunks.ts). */
   private lastText: JsonObject | null = null;
 
@@ -60,6 +68,8 @@ export class Leg1IdLedger {
     this.generated.length = 0;
     this.gap = null;
     this.lastText = null;
+    this.reasoningIds = 0;
+    this.inReasoning = false;
   }
 
   /** Leg 1's last text chunk as the client got it (null: none yet). */
@@ -82,13 +92,24 @@ export class Leg1IdLedger {
 
   state(): LedgerState {
     if (this.gap) return { kind: 'gap', reason: this.gap };
-    return { kind: 'complete', promptIds: this.prompt, generatedIds: this.generated };
+    return { kind: 'complete', promptIds: this.prompt, generatedIds: this.generated, reasoningIds: this.reasoningIds };
   }
 
   /** One chunk of leg 1 as the engine sent it (before it is stripped). */
   observe(chunk: JsonObject): void {
     if (this.gap) return;
-    if (hasText(choice0(chunk))) this.lastText = chunk;
+    const c = choice0(chunk);
+    if (hasText(c)) this.lastText = chunk;
+    const before = this.generated.length;
+    this.observeIds(chunk);
+    const d = c && isObject(c.delta) ? c.delta : {};
+    const reasoning = ['reasoning_content', 'reasoning'].some((k) => typeof d[k] === 'string' && d[k] !== '');
+    const content = typeof d.content === 'string' && d.content !== '';
+    if (reasoning || content) this.inReasoning = reasoning && !content;
+    if (this.inReasoning) this.reasoningIds += this.generated.length - before;
+  }
+
+  private observeIds(chunk: JsonObject): void {
     if (this.ask.engine === 'vllm') return this.observeVllm(chunk);
     const r = readLlama(chunk);
     if (r.ids) for (const id of r.ids) this.generated.push(id);

@@ -47,7 +47,7 @@ describe('the ledger of leg 1 ids', () => {
     expect(l.strip(held)).toBe('drop');
     const text = { id: 'c', choices: [{ index: 0, delta: { content: 'é' }, logprobs: null, finish_reason: null, token_ids: [8] }] };
     l.observe(text);
-    expect(l.state()).toEqual({ kind: 'complete', promptIds: [1, 2], generatedIds: [7, 8] });
+    expect(l.state()).toEqual({ kind: 'complete', promptIds: [1, 2], generatedIds: [7, 8], reasoningIds: 0 });
     expect(l.shape()).toEqual({
       id: 'c',
       choices: [{ index: 0, delta: { content: 'é' }, logprobs: null, finish_reason: null, token_ids: null }],
@@ -59,7 +59,19 @@ describe('the ledger of leg 1 ids', () => {
     l.observe({ choices: [{ delta: { content: 'a' } }] });
     expect(l.state()).toEqual({ kind: 'gap', reason: 'chunk-without-ids' });
     l.reset();
-    expect(l.state()).toEqual({ kind: 'complete', promptIds: null, generatedIds: [] });
+    expect(l.state()).toEqual({ kind: 'complete', promptIds: null, generatedIds: [], reasoningIds: 0 });
+  });
+
+  test('the ids of reasoning chunks are counted as reasoning (an ids-only chunk in the phase it came in)', () => {
+    const l = new Leg1IdLedger(vllmAsk);
+    const chunk = (delta: object, ids: number[]) => ({
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: null, token_ids: ids }],
+    });
+    l.observe(chunk({ reasoning: 'a' }, [1]));
+    l.observe(chunk({}, [2]));
+    l.observe(chunk({ content: 'b' }, [3]));
+    l.observe(chunk({}, [4]));
+    expect(l.state()).toMatchObject({ generatedIds: [1, 2, 3, 4], reasoningIds: 2 });
   });
 
   test('vLLM: the client that asked for ids gets them', () => {
