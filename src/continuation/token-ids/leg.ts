@@ -95,7 +95,9 @@ export async function runTokenIdsLeg<Result>(
   if ('result' in opened) return opened;
   const { res } = opened;
   const progress: IdsLeg2Progress = { ids: [], complete: true };
-  const host = { engine, shape, splitter, promptTokens: prompt.ids.length, deliveredTokens: delivered, legs: n + 1 };
+  // vLLM reports a reasoning count when a reasoning parser runs, which leg 1's reasoning shows.
+  const deliveredReasoning = engine === 'vllm' && r.tracker.reasoningField !== null ? state.reasoningIds : null;
+  const host = { engine, shape, splitter, promptTokens: prompt.ids.length, deliveredTokens: delivered, deliveredReasoning, legs: n + 1 };
   const out = await relayIdsLeg2(relayHost(r, host), new LegReader(res.body), progress);
   r.trace.legEnded(out.type, out.type === 'failed' ? out.failure : undefined);
   ledger.extend(progress.ids, progress.complete);
@@ -120,7 +122,7 @@ const defaultReasoningField = (engine: 'vllm' | 'llamacpp'): ReasoningField => (
 /** The relay's view of the request (leg2-relay.ts). */
 function relayHost(
   r: ContinuationPort,
-  h: Pick<IdsLeg2Host, 'engine' | 'splitter' | 'promptTokens' | 'deliveredTokens' | 'legs'> & { shape: JsonObject },
+  h: Pick<IdsLeg2Host, 'engine' | 'splitter' | 'promptTokens' | 'deliveredTokens' | 'deliveredReasoning' | 'legs'> & { shape: JsonObject },
 ): IdsLeg2Host {
   return {
     ...h,

@@ -27,6 +27,8 @@ export interface IdsLeg2Host {
   readonly clientWantsUsage: boolean;
   readonly promptTokens: number;
   readonly deliveredTokens: number;
+  /** Of those, reasoning (null: the engine reports no reasoning count for this stream). */
+  readonly deliveredReasoning: number | null;
   readonly legs: number;
   isGone(): boolean;
   onFirstBytes(): void;
@@ -57,6 +59,8 @@ class IdsLeg2Relay implements LegHooks {
   readonly log: Logger;
   private finish: string | null = null;
   private generated = 0;
+  /** Leg 2's tokens that came while the split was in the reasoning (the marker's own included). */
+  private reasoning = 0;
   private firstToken = false;
   private readonly read: (json: JsonObject) => FrameRead;
 
@@ -113,6 +117,7 @@ class IdsLeg2Relay implements LegHooks {
   }
 
   private relayFrame(f: Leg2Frame): readonly Outgoing[] {
+    if (this.h.splitter.current === 'reasoning') this.reasoning += f.ids?.length ?? 0;
     if (f.ids) for (const id of f.ids) this.progress.ids.push(id);
     else if (f.text) this.progress.complete = false;
     this.generated = f.generated ?? this.progress.ids.length;
@@ -138,12 +143,14 @@ class IdsLeg2Relay implements LegHooks {
 
   private usage(): JsonObject {
     const h = this.h;
+    const reasoningTokens = h.deliveredReasoning === null ? undefined : h.deliveredReasoning + this.reasoning;
     return idsUsage({
       engine: h.engine,
       promptTokens: h.promptTokens,
       deliveredTokens: h.deliveredTokens,
       leg2Tokens: this.generated,
       legs: h.legs,
+      reasoningTokens,
     });
   }
 }

@@ -9,6 +9,12 @@ export interface IdsUsageInput {
   readonly deliveredTokens: number;
   readonly leg2Tokens: number;
   readonly legs: number;
+  /**
+   * Reasoning tokens (delivered + leg 2's), where the engine reports them: vLLM writes
+   * completion_tokens_details.reasoning_tokens whenever a reasoning parser runs (chat_completion/serving.py
+   * `_make_completion_tokens_details`); known here when leg 1 delivered reasoning. Undefined: not written.
+   */
+  readonly reasoningTokens?: number;
 }
 
 export function idsUsage(u: IdsUsageInput): JsonObject {
@@ -24,5 +30,12 @@ export function idsUsage(u: IdsUsageInput): JsonObject {
       prompt_tokens_details: { cached_tokens: 0 },
       continuation,
     };
-  return { prompt_tokens: u.promptTokens, total_tokens: u.promptTokens + completion, completion_tokens: completion, continuation };
+  const details = u.reasoningTokens === undefined ? {} : { completion_tokens_details: { reasoning_tokens: u.reasoningTokens } };
+  return {
+    prompt_tokens: u.promptTokens,
+    total_tokens: u.promptTokens + completion,
+    completion_tokens: completion,
+    ...details,
+    continuation,
+  };
 }
