@@ -30,8 +30,18 @@ export function textChunk(shape: ChunkShape, kind: 'reasoning' | 'content', text
   return withChoice(shape, { ...choiceOf(shape), delta, finish_reason: null });
 }
 
-export function finishChunk(shape: ChunkShape, finishReason: string): JsonObject {
-  return withChoice(shape, { ...choiceOf(shape), delta: {}, finish_reason: finishReason });
+/**
+ * The finish. `stop`: vLLM's `stop_reason` from leg 2's own finish (what stopped it: null, a stop string or token
+ * id), placed right after finish_reason as vLLM's ChatCompletionResponseStreamChoice orders it; absent for engines
+ * that write none.
+ */
+export function finishChunk(shape: ChunkShape, finishReason: string, stop?: { stop_reason: unknown }): JsonObject {
+  const choice: JsonObject = {};
+  for (const [k, v] of Object.entries({ ...choiceOf(shape), delta: {}, finish_reason: finishReason })) {
+    choice[k] = v;
+    if (k === 'finish_reason' && stop) choice.stop_reason = stop.stop_reason;
+  }
+  return withChoice(shape, choice);
 }
 
 export function usageChunk(shape: ChunkShape, usage: JsonObject): JsonObject {

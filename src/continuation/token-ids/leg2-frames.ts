@@ -19,6 +19,8 @@ export interface Leg2Frame {
   readonly generated: number | null;
   /** Leg 2's prompt tokens as the engine counts them (null: not said). */
   readonly promptTokens: number | null;
+  /** vLLM's `stop_reason` on the finish (what stopped it), when the engine wrote one. */
+  readonly stop?: { stop_reason: unknown };
 }
 
 export type FrameRead = { frame: Leg2Frame } | { error: string } | { ignore: true };
@@ -38,6 +40,7 @@ export function readVllmCompletionChunk(json: JsonObject): FrameRead {
       finishReason: finish,
       generated: usage ? int(usage.completion_tokens) : null,
       promptTokens: usage ? int(usage.prompt_tokens) : null,
+      ...(finish !== null && c && 'stop_reason' in c ? { stop: { stop_reason: c.stop_reason } } : {}),
     },
   };
 }

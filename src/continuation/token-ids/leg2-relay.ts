@@ -128,7 +128,7 @@ class IdsLeg2Relay implements LegHooks {
     const out = this.pieces(this.h.splitter.push(f.text));
     if (f.finishReason === null) return out;
     this.finish = f.finishReason;
-    out.push(...this.pieces(this.h.splitter.end()), outgoing(finishChunk(this.h.shape, f.finishReason)));
+    out.push(...this.pieces(this.h.splitter.end()), outgoing(finishChunk(this.h.shape, f.finishReason, f.stop)));
     if (this.h.clientWantsUsage) out.push(outgoing(usageChunk(this.h.shape, this.usage())));
     out.push({ bytes: DONE_EVENT, events: [StreamTracker.read({ raw: DONE_EVENT, data: '[DONE]' })] });
     return out;
