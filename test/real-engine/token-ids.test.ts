@@ -174,7 +174,9 @@ describeReal.each(VARIANTS)('continuation by token ids on a real llama-server: $
           promptOk =
             !!leg2 &&
             JSON.stringify(leg2.body.prompt) === JSON.stringify([...ids.prompt, ...ids.generated.slice(0, delivered)]) &&
-            delivered === k;
+            // At least one id per text chunk; more where a chunk without text carried one (the R1 answer's first
+            // token, a newline llama.cpp's parser held back, comes on the role chunk with its logprobs id).
+            delivered >= k;
           if (!promptOk) problems.push(`cut ${k}: leg 2's prompt is not the prompt ids + the generated ids`);
         }
         // The cuts that went by text are the verified text path's (counted, printed): its leg 2 re-tokenizes the
