@@ -30,6 +30,8 @@ export interface GatewayConfig {
    * (allow), or refused once the stream has shown reasoning (refuse: the interruption event continuation-unverified).
    */
   readonly continuationUnverified: 'allow' | 'refuse';
+  /** Continue by token ids where leg 1 streams them (TOKEN_IDS_CONTINUATION; auto: vllm and llamacpp). */
+  readonly tokenIdsContinuation: boolean;
   readonly stallIdleTimeoutMs: number;
   readonly maxStallMs: number;
   readonly connectTimeoutMs: number;
@@ -156,7 +158,13 @@ function parseVariables(env: NodeJS.ProcessEnv): Variables {
   const e = parsed.data;
   const templateProblem = checkChatTemplate(e.CHAT_TEMPLATE, e.CONTINUATION_MODEL, e.CONTINUATION_ENGINE);
   const tokenizerProblem = checkTokenizerSetting(e.TOKENIZER);
-  if (templateProblem || tokenizerProblem) throw new ConfigError([templateProblem, tokenizerProblem].filter((p) => p !== undefined));
+  // SGLang's streamed chat answers return_token_ids with a 400 (serving_chat.py): leg 1 would fail every time.
+  const idsProblem =
+    e.TOKEN_IDS_CONTINUATION === 'true' && e.CONTINUATION_ENGINE === 'sglang'
+      ? 'config error: TOKEN_IDS_CONTINUATION true needs CONTINUATION_ENGINE vllm or llamacpp (SGLang streams no token ids)'
+      : undefined;
+  const problems = [templateProblem, tokenizerProblem, idsProblem].filter((p) => p !== undefined);
+  if (problems.length > 0) throw new ConfigError(problems);
   return e;
 }
 
@@ -170,6 +178,8 @@ function upstreamSettings(e: Variables) {
     engine: e.CONTINUATION_ENGINE,
     continuationEnabled: e.CONTINUATION_ENABLED,
     continuationUnverified: e.CONTINUATION_UNVERIFIED,
+    tokenIdsContinuation:
+      e.TOKEN_IDS_CONTINUATION === 'true' || (e.TOKEN_IDS_CONTINUATION === 'auto' && e.CONTINUATION_ENGINE !== 'sglang'),
     stallIdleTimeoutMs: e.STALL_IDLE_TIMEOUT_SECONDS * 1000,
     maxStallMs: e.MAX_STALL_SECONDS * 1000,
     connectTimeoutMs: e.CONNECT_TIMEOUT_SECONDS * 1000,

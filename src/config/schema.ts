@@ -23,6 +23,12 @@ export const schema = z.object({
     .optional()
     .transform((v) => (v?.trim() || 'allow').toLowerCase())
     .pipe(z.enum(['allow', 'refuse'], { message: 'expected allow or refuse' })),
+  // Continuation by token ids (src/continuation/token-ids/): auto = on where the engine streams ids (vllm, llamacpp).
+  TOKEN_IDS_CONTINUATION: z
+    .string()
+    .optional()
+    .transform((v) => (v?.trim() || 'auto').toLowerCase())
+    .pipe(z.enum(['auto', 'true', 'false'], { message: 'expected auto, true or false' })),
   STALL_IDLE_TIMEOUT_SECONDS: num(20, { positive: true, max: MAX_TIMER_SECONDS }),
   MAX_STALL_SECONDS: num(300, { positive: true }),
   CONNECT_TIMEOUT_SECONDS: num(30, { positive: true, max: MAX_TIMER_SECONDS }),

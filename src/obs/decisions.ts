@@ -23,6 +23,7 @@ export const DECISIONS = [
   'LEG2_UNEXPECTED_OUTPUT',
   'TOKENIZE_FALLBACK',
   'ENGINE_CHECK_UNAVAILABLE',
+  'TOKEN_IDS_FALLBACK',
   // Recovery admission (src/recovery/admission*.ts).
   'RECOVERY_ADMITTED',
   'RECOVERY_REFUSED',

@@ -23,6 +23,8 @@ const DECISION_FIELDS = [
   'budget_remaining',
   'dry_run',
   'reason',
+  'continued_by',
+  'ids_fallback',
 ] as const;
 
 /** The allow-listed fields of a decision record with a string, number or boolean value. */

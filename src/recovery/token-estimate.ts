@@ -110,9 +110,9 @@ export type TokenizeDialect = 'sglang' | 'vllm' | 'llamacpp';
  */
 export interface Accounting {
   /** engine-usage: the running usage the engine streamed with the last delivered chunk (continuous_usage_stats). */
-  method: 'tokenizer' | 'tokenize' | 'estimate' | 'engine-usage';
+  method: 'tokenizer' | 'tokenize' | 'estimate' | 'engine-usage' | 'token-ids';
   dialect: TokenizeDialect | null;
-  prompt: 'template' | 'leg2-minus-prefix' | 'estimate' | 'engine-usage';
+  prompt: 'template' | 'leg2-minus-prefix' | 'estimate' | 'engine-usage' | 'token-ids';
   fallback?: TokenizeFallback;
 }
 

@@ -7,12 +7,14 @@
 // reference's two legs at most), or the interruption event. The request (originated-response.ts) runs the legs
 // and applies each result: it settles the slot, records the cause and delivers the ending.
 import { planCompletionsLeg } from '../completions/plan-leg';
+import { runTokenIdsLeg } from '../continuation/token-ids/leg';
+import type { JsonObject } from '../openai/chat';
 import { type Leg2Plan, planContinuationRequest, type SkipReason } from '../recovery/continuation-request';
 import { causeOf } from '../recovery/give-up-detail';
 import { classifyCase } from '../recovery/interrupted-case';
 import { revisionFromHeaders, revisionsDiffer } from '../recovery/model-revision';
 import { decidePostCommit } from '../recovery/planner';
-import type { FailureCause } from '../recovery/reasons';
+import type { FailureCause, InterruptReason } from '../recovery/reasons';
 import type { SlotEnd } from '../recovery/slot-evidence';
 import type { RecoveredTokens } from '../recovery/token-estimate';
 import { fromRunningUsage } from '../recovery/usage';
@@ -76,6 +78,24 @@ function notContinuable(r: ContinuationPort, kase: string): Ending | null {
 
 /** Continuation leg `n` (leg n + 1 of the request). `heldToolCall`: a tool call held at leg 1's failure. */
 export async function runContinuationLeg(r: ContinuationPort, n: number, heldToolCall: Buffer | undefined): Promise<LegResult> {
+  // By token ids where leg 1 gave them (src/continuation/token-ids/), else by text, saying why.
+  let idsFallback = r.tokenIds ? undefined : r.tokenIdsOff;
+  if (r.tokenIds) {
+    const steps = {
+      send: async (path: string, body: JsonObject) => {
+        const opened = await sendLeg(r, n, body, path);
+        return 'res' in opened ? opened : { result: opened };
+      },
+      judge: (out: LegOutcome) => judge(r, n, out),
+      end: (reason: InterruptReason): LegResult => ({ next: { end: interruption(reason, heldToolCall) } }),
+      cancelled: CANCELLED,
+    };
+    const byIds = await runTokenIdsLeg(r, n, r.tokenIds, steps);
+    if ('result' in byIds)
+      return byIds.sent ? { ...byIds.result, sent: { recovered: byIds.sent, method: 'token-ids', unverified: false } } : byIds.result;
+    idsFallback = byIds.fallback;
+    r.log.info({ decision: 'TOKEN_IDS_FALLBACK', reason: idsFallback, leg: n + 1 }, 'continuation by text: no token ids for this cut');
+  }
   const planned = await planLeg(r);
   if (r.cancellation.cancelled) return CANCELLED;
   if ('end' in planned) return { next: { end: interruption(planned.end, heldToolCall) } };
@@ -89,9 +109,15 @@ export async function runContinuationLeg(r: ContinuationPort, n: number, heldToo
       'tool call held at the failure: the continuation starts before it',
     );
   const sent = { recovered: plan.recovered, method: counted.method, unverified: plan.design.source === 'generic' };
-  r.logTransition('ATTEMPT', attemptRecord(n, plan, counted, verdict));
+  r.logTransition('ATTEMPT', {
+    ...attemptRecord(n, plan, counted, verdict),
+    continued_by: r.req.endpoint === 'completions' ? 'text' : 'template',
+    ids_fallback: idsFallback ?? null,
+  });
   if (plan.design.source === 'generic') r.metrics.unverifiedContinuation('sent');
-  const opened = await sendLeg(r, n, plan);
+  // What a text leg delivers comes without ids: a further leg cannot go by ids.
+  r.tokenIds?.textLegSent();
+  const opened = await sendLeg(r, n, plan.body);
   if (!('res' in opened)) return { ...opened, sent };
   const out = await relay(r, n, plan, counted, opened);
   r.trace.legEnded(out.type, out.type === 'failed' ? out.failure : undefined);
@@ -163,13 +189,14 @@ function attemptRecord(n: number, plan: Planned, counted: CountedRecoveredTokens
 }
 
 /** Sends the leg and checks its head: an event stream from leg 1's model revision, else why not. */
-async function sendLeg(r: ContinuationPort, n: number, plan: Planned): Promise<{ res: LegResponse } | LegResult> {
+async function sendLeg(r: ContinuationPort, n: number, body: JsonObject, path?: string): Promise<{ res: LegResponse } | LegResult> {
   const cfg = r.config;
   const res = await r.openLeg(
     cfg.continuationUrl,
     r.requestId ? `${r.requestId}-c${n}` : undefined,
-    Buffer.from(JSON.stringify(plan.body)),
+    Buffer.from(JSON.stringify(body)),
     true,
+    path,
   );
   if (r.cancellation.cancelled) {
     if (!(res instanceof LegOpenError)) res.body.destroy();

@@ -18,6 +18,8 @@ export interface LegRequest {
   attempt: number;
   /** A continuation asks for leg 1's model revision (under MODEL_REVISION_HEADER). */
   revision?: string;
+  /** Another path than the client's (a continuation by token ids: the engine's text-completion endpoint). */
+  path?: string;
 }
 
 export class LegSender {
@@ -70,7 +72,8 @@ export class LegSender {
       traceHeaders,
     });
     try {
-      const path = leg.continuation ? (this.client.continuationPath ?? this.client.path) : this.client.path;
+      // An ids leg names its own endpoint; a Responses continuation goes to the chat path; else the client's.
+      const path = leg.path ?? (leg.continuation ? (this.client.continuationPath ?? this.client.path) : this.client.path);
       const res = await this.upstream.open(leg.url + path, headers, leg.body, this.abort);
       this.host = upstreamHost(res.headers) ?? this.host;
       this.trace.legAnswered(res.status, upstreamHost(res.headers));

@@ -4,6 +4,7 @@
 // recovery and writes nothing: the loop reports how the leg ended and the request plans and delivers from there.
 
 import type { GatewayConfig } from '../config/env';
+import type { Leg1IdLedger } from '../continuation/token-ids/leg1-ledger';
 import type { Decision } from '../obs/decisions';
 import type { Logger } from '../obs/logger';
 import type { Metrics } from '../obs/metrics';
@@ -35,6 +36,8 @@ export interface Leg1Host {
   readonly readEvent?: (ev: SseEvent) => ObservedEvent;
   /** Derive tool_call ids from this key (src/openai/tool-call-ids.ts); the chunks that carry ids are re-encoded. */
   readonly toolCallKey: string | undefined;
+  /** Leg 1's token ids, read from each chunk before the fields the gateway asked for are stripped. */
+  readonly tokenIds?: Leg1IdLedger;
   isGone(): boolean;
   /** The request passed its commit point (read from its state). */
   committed(): boolean;
@@ -149,6 +152,16 @@ class Leg1Relay implements LegHooks {
   }
 
   onEvent(o: ObservedEvent, raw: Buffer): readonly Outgoing[] {
+    const ids = this.h.tokenIds;
+    if (ids && o.kind === 'chunk') {
+      ids.observe(o.json);
+      const stripped = ids.strip(o.json);
+      if (stripped === 'drop') return [];
+      if (stripped) {
+        raw = Buffer.from(`data: ${JSON.stringify(stripped)}\n\n`);
+        o = { ...o, json: stripped };
+      }
+    }
     const key = this.h.toolCallKey;
     if (key && o.toolCall) {
       const rewritten = withIdempotentToolCallIds(o.json, key);

@@ -239,6 +239,8 @@ function rewriteForClient(h: Leg2Host, o: ObservedEvent, lastUsage: JsonObject |
       method: a.method,
       dialect: a.dialect,
       prompt: a.prompt,
+      // How leg 2 was asked: by text through the template (src/continuation/token-ids/usage.ts says `token-ids`).
+      path: 'template',
       ...(a.fallback ? { fallback: a.fallback } : {}),
     };
     rewritten.usage = { ...usage, continuation };

@@ -218,6 +218,7 @@ export class OriginatedResponse {
       if ('cancelled' in next) return await this.endCancelled();
       this.client.newAttempt(null);
       this.tracker = new StreamTracker(this.ctx.config.maxContinuationPrefixBytes);
+      this.view.tokenIds?.reset();
     }
   }
 
@@ -271,9 +272,9 @@ export class OriginatedResponse {
       attemptHadHeaders: () => this.client.attemptHadHeaders,
       modelRevision: () => this.modelRevision,
       deliver: this.deliver,
-      openLeg: (url, requestId, body, continuation = false) => {
+      openLeg: (url, requestId, body, continuation = false, path) => {
         const revision = continuation ? this.modelRevision : undefined;
-        return this.sender.open({ url, requestId, body, continuation, attempt: this.facts.attempt, revision });
+        return this.sender.open({ url, requestId, body, continuation, attempt: this.facts.attempt, revision, path });
       },
       // While a committed stream waits for a re-prefill slot, its client gets SSE comments (ignored by clients),
       // so that nothing between takes the silence for a dead connection.

@@ -3,6 +3,7 @@
 // it may (send a leg, hold a re-prefill slot, deliver to the client). OriginatedResponse builds them; no step
 // imports it, and none can reach the client but through `deliver`, which the request implements.
 import type { GatewayConfig } from '../config/env';
+import type { Leg1IdLedger } from '../continuation/token-ids/leg1-ledger';
 import type { Decision } from '../obs/decisions';
 import type { Logger } from '../obs/logger';
 import type { Metrics } from '../obs/metrics';
@@ -25,7 +26,7 @@ export type CancellationView = Pick<RequestCancellation, 'cancelled' | 'cause' |
 /** Admission's refusal as the request sees it (null: a slot is held). */
 export type Refusal = { reason: RecoveryRefusal; retryAfterMs?: number } | null;
 
-export type CountMethod = 'tokenizer' | 'tokenize' | 'estimate' | 'engine-usage';
+export type CountMethod = 'tokenizer' | 'tokenize' | 'estimate' | 'engine-usage' | 'token-ids';
 
 /** What every step reads of the process it runs in: the frozen settings, the metrics, the request's logger. */
 export interface StepEnv {
@@ -53,6 +54,7 @@ export type OpenLeg = (
   requestId: string | undefined,
   body: Buffer,
   continuation?: boolean,
+  path?: string,
 ) => Promise<LegResponse | LegOpenError>;
 
 /** One leg 1 attempt up to its response head (leg1-attempt.ts). */
@@ -94,6 +96,9 @@ export interface ContinuationPort extends StepEnv {
   /** When the failure the recovery in flight answers was seen (ms since the epoch). */
   readonly failedAt: number;
   readonly toolCallKey: string | undefined;
+  /** Leg 1's token ids (src/continuation/token-ids/), when it was asked for them; else why not (`tokenIdsOff`). */
+  readonly tokenIds: Leg1IdLedger | undefined;
+  readonly tokenIdsOff: string | undefined;
   readonly trace: RequestTrace;
   readonly openLeg: OpenLeg;
   isGone(): boolean;

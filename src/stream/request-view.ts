@@ -2,6 +2,8 @@
 // the few callbacks through which the request acts for them (send a leg, hold a re-prefill slot, deliver).
 // Built once by the request (originated-response.ts); every getter reads the request's current value, and
 // nothing here changes it.
+import { Leg1IdLedger } from '../continuation/token-ids/leg1-ledger';
+import { leg1Body, leg1IdsDecision } from '../continuation/token-ids/leg1-request';
 import type { Decision } from '../obs/decisions';
 import type { Logger } from '../obs/logger';
 import type { RequestTrace } from '../obs/tracing';
@@ -36,6 +38,10 @@ export class RequestView implements Leg1Port, ContinuationPort, GiveUpView {
   readonly requestId: string | undefined;
   readonly toolCallKey: string | undefined;
   readonly firstDeltaDue: number;
+  readonly tokenIds: Leg1IdLedger | undefined;
+  readonly tokenIdsOff: string | undefined;
+  /** Leg 1's body: the client's, with the fields that ask for token ids when they are asked. */
+  private readonly leg1Body: Buffer;
 
   constructor(
     private readonly ctx: GatewayContext,
@@ -50,6 +56,15 @@ export class RequestView implements Leg1Port, ContinuationPort, GiveUpView {
     this.requestId = req.clientHeaders['x-request-id'];
     this.toolCallKey = idempotencyKeyOf(req.clientHeaders);
     this.firstDeltaDue = facts.started + ctx.config.firstDeltaDeadlineMs;
+    // By ids for chat streams only: a completion continues its prompt as text (src/completions/), and a
+    // Responses stream's leg 1 is the engine's own Responses stream, which carries no ids.
+    const ids =
+      req.endpoint === 'chat'
+        ? leg1IdsDecision(ctx.config.engine, ctx.config.tokenIdsContinuation, req.payload)
+        : { off: `endpoint-${req.endpoint}` };
+    this.tokenIds = 'ask' in ids ? new Leg1IdLedger(ids.ask) : undefined;
+    this.tokenIdsOff = 'off' in ids ? ids.off : undefined;
+    this.leg1Body = 'ask' in ids ? leg1Body(req.payload, ids.ask) : req.rawBody;
   }
 
   get config() {
@@ -59,7 +74,7 @@ export class RequestView implements Leg1Port, ContinuationPort, GiveUpView {
     return this.ctx.metrics;
   }
   get rawBody(): Buffer {
-    return this.req.rawBody;
+    return this.leg1Body;
   }
   /** A Responses stream reads leg 1's events its own way (src/endpoints/responses/leg1-read.ts). */
   get readEvent() {

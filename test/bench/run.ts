@@ -33,6 +33,9 @@
 //   --cpu-prof                 BENCH_PROFILE=1      run the sidecar under node --cpu-prof and analyse it
 //   --otel                     BENCH_OTEL=1         the sidecar exports traces (OTEL_EXPORTER_OTLP_ENDPOINT) to an OTLP
 //                                                  sink in this process, which counts and discards them (Envoy's tracer off)
+//                              BENCH_ENGINE_DIALECT vllm: the engines speak vLLM (with CONTINUATION_ENGINE=vllm in the
+//                                                  environment leg 1 is asked for its token ids; configuration t is the
+//                                                  same stack with TOKEN_IDS_CONTINUATION=false: the A/B of issue 34)
 //   --out DIR                  BENCH_OUT            default results/bench-<timestamp>
 //   --no-docs                  BENCH_NO_DOCS=1      do not copy the chart to docs/bench/latest.svg
 //                              BENCH_SIDECAR_NODE_FLAGS  the sidecar's node flags, space-separated (default: the
@@ -57,8 +60,8 @@ import { type ChartPanel, cdfChart, cdfPoints, round, type Summary, sortedFloat6
 const ROOT = path.resolve(__dirname, '../../..');
 const DIST = path.join(ROOT, 'dist');
 
-export type ConfigName = 'a' | 'b' | 'c' | 'n' | 'h' | 'p' | 'w' | 'u';
-export const CONFIG_NAMES: readonly ConfigName[] = ['a', 'b', 'n', 'c', 'h', 'p', 'w', 'u'];
+export type ConfigName = 'a' | 'b' | 'c' | 'n' | 'h' | 'p' | 'w' | 'u' | 't';
+export const CONFIG_NAMES: readonly ConfigName[] = ['a', 'b', 'n', 'c', 'h', 'p', 'w', 'u', 't'];
 export const CONFIG_LABEL: Record<ConfigName, string> = {
   a: '(a) direct to engines',
   b: '(b) Envoy only (egress listener)',
@@ -68,6 +71,7 @@ export const CONFIG_LABEL: Record<ConfigName, string> = {
   p: '(p) previous release, full stack',
   w: '(w) full stack, the sidecar with --workers-w processes',
   u: '(u) full stack, legs over HTTP/2 (UPSTREAM_HTTP2=true)',
+  t: '(t) full stack, leg 1 not asked for token ids (TOKEN_IDS_CONTINUATION=false)',
 };
 const CONFIG_COLOR: Record<ConfigName, string> = {
   a: '#2b8a3e',
@@ -78,11 +82,12 @@ const CONFIG_COLOR: Record<ConfigName, string> = {
   p: '#868e96',
   w: '#c2255c',
   u: '#0b7285',
+  t: '#862e9c',
 };
 /** Configurations with a sidecar of their own in the path (its CPU and memory are reported). */
-const WITH_SIDECAR: ReadonlySet<ConfigName> = new Set(['c', 'n', 'h', 'p', 'w', 'u']);
+const WITH_SIDECAR: ReadonlySet<ConfigName> = new Set(['c', 'n', 'h', 'p', 'w', 'u', 't']);
 /** Configurations served by a stack of their own (n, h, p, w, u), beside the main one (a, b, c). */
-const OWN_STACK: ReadonlySet<ConfigName> = new Set(['n', 'h', 'p', 'w', 'u']);
+const OWN_STACK: ReadonlySet<ConfigName> = new Set(['n', 'h', 'p', 'w', 'u', 't']);
 
 export interface BenchOptions {
   levels: number[];
@@ -402,7 +407,8 @@ async function startEngines(n: number, tokenMs: number, prefix: string, extraArg
         '--name',
         `${prefix}-${i}`,
         '--dialect',
-        'sglang',
+        // BENCH_ENGINE_DIALECT=vllm (with CONTINUATION_ENGINE=vllm): leg 1 asked for its token ids (configuration t: not).
+        process.env.BENCH_ENGINE_DIALECT === 'vllm' ? 'vllm' : 'sglang',
         '--token-ms',
         String(tokenMs),
         ...extraArgs,
@@ -1058,7 +1064,9 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
                 ? { workers: o.workersW }
                 : c === 'u'
                   ? { env: { UPSTREAM_HTTP2: 'true' } }
-                  : { dist: o.previousDist ? path.resolve(o.previousDist) : previousReleaseDist(ROOT, o.previousRef, log) };
+                  : c === 't'
+                    ? { env: { TOKEN_IDS_CONTINUATION: 'false' } }
+                    : { dist: o.previousDist ? path.resolve(o.previousDist) : previousReleaseDist(ROOT, o.previousRef, log) };
         const extra = await startGateway(enginePorts, o, { ...own, profileDir: undefined });
         stops.unshift(() => extra.stop());
         stackOf[c] = extra;
@@ -1074,6 +1082,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
         p: [stackOf.p?.frontUrl ?? ''],
         w: [stackOf.w?.frontUrl ?? ''],
         u: [stackOf.u?.frontUrl ?? ''],
+        t: [stackOf.t?.frontUrl ?? ''],
       };
       // Warm-up: a few streams through every path (JIT, connection pools).
       for (const c of o.configs)

@@ -13,9 +13,17 @@ import { ResponsesRun, responsesAsChat } from './responses';
 import { parseBurst, StreamRun } from './stream';
 import { planTemplateAnswer, type TemplateModelOptions, templateModel, templatePromptText } from './template-model';
 import { planTextCompletion } from './text-completion';
+import { tokenCompletion } from './token-completion';
 import { contentText, promptTokens, tokenId, tokenize } from './tokens';
 
 export type { Dialect } from './dialect';
+
+/** A /v1/completions body whose prompt is a list of token ids (vLLM's CompletionRequest accepts one). */
+function isTokenIdPrompt(body: unknown): boolean {
+  const prompt = body && typeof body === 'object' ? (body as { prompt?: unknown }).prompt : undefined;
+  return Array.isArray(prompt) && prompt.length > 0 && prompt.every((t) => Number.isInteger(t));
+}
+
 export type { SeenRequest } from './exchange';
 
 export interface FakeEngineOptions {
@@ -216,6 +224,12 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       // flag (entrypoints/openai/utils.py L250-264).
       continuousUsage:
         body.stream_options?.continuous_usage_stats === true && (dialect === 'sglang' || body.stream_options?.include_usage === true),
+      // Only the generic family's answers are read back from ids (token-completion.ts); the others ignore the field,
+      // as an engine that predates it: the gateway then finds no ids and continues by text.
+      promptTokenIds:
+        dialect === 'vllm' && body.return_token_ids === true && !tm && family === 'generic'
+          ? promptTokens(body.messages).map(tokenId)
+          : undefined,
     };
     const respond = () => {
       // vLLM names the response resp_<random_uuid()>; here it follows from the request, as the chat id does.
@@ -287,7 +301,9 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       path,
       headers: flatHeaders(req.headers),
       body,
-      continuation: !!body && typeof body === 'object' && body.continue_final_message === true,
+      // A completion whose prompt is token ids is a continuation leg by ids; a text completion says so itself
+      // (text-completion.ts: its prompt holds an earlier answer's start).
+      continuation: !!body && typeof body === 'object' && (body.continue_final_message === true || isTokenIdPrompt(body)),
       startedAt: Date.now(),
       clientAborted: false,
       tokensSent: 0,
@@ -299,6 +315,9 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
 
     if (req.method === 'POST' && path === '/v1/chat/completions') return chat(ex);
     if (req.method === 'POST' && path === '/v1/responses') return chat(ex, 'responses');
+    // A prompt of token ids is a continuation leg by ids (vLLM); a text prompt is a client's completion.
+    if (req.method === 'POST' && path === '/v1/completions' && dialect === 'vllm' && isTokenIdPrompt(body))
+      return tokenCompletion(ex, { created: CREATED, intervalMs: opts.tokenIntervalMs ?? 2, name });
     if (req.method === 'POST' && path === '/v1/completions') return chat(ex, 'completions');
     if (req.method === 'POST' && (path === '/tokenize' || (path === '/v1/tokenize' && tokenizer === 'sglang')))
       return tokenizerRoute(ex, tokenizeRoute);

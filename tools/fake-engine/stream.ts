@@ -10,6 +10,14 @@ import type { Exchange } from './exchange';
 import { type Fault, FLOODS } from './faults';
 import { type Plan, reasoningTokenCount } from './plan';
 import { completionFinishChunk, completionTokenChunk, completionUsageChunk, completionUsageObject } from './text-completion';
+import { tokenId } from './tokens';
+
+/** The text of the token a delta carries (a split token: its reasoning and content parts together). */
+function deltaText(d: Plan['deltas'][number]): string {
+  if (d.kind === 'split') return d.reasoning + d.content;
+  if (d.kind === 'tool-start') return d.name;
+  return 'text' in d ? d.text : '';
+}
 
 const MALFORMED_EVENT = 'data: {"this is not json\n\n';
 const INJECTED_ERROR = '{"error":{"message":"fake-engine injected error","type":"InternalServerError","code":500}}';
@@ -24,6 +32,11 @@ export interface StreamSettings {
   includeUsage: boolean;
   /** vLLM's stream_options.continuous_usage_stats: every token chunk carries the usage so far. */
   continuousUsage?: boolean;
+  /**
+   * vLLM's return_token_ids (our reading of vllm 0.33.0 chat_completion/protocol.py and serving.py): the role chunk
+   * carries the prompt's ids (top-level `prompt_token_ids`), every token chunk its token's id (`choices[0].token_ids`).
+   */
+  promptTokenIds?: number[];
 }
 
 /** x-fake-burst: an integer >= 1 (default 1); undefined for anything else (the caller answers 400). */
@@ -78,6 +91,8 @@ export class StreamRun {
     const role: Record<string, unknown> = roleChunk(this.s.ctx);
     // vLLM's role chunk carries the running usage too (prompt only), SGLang's none (serving_chat.py L2580-2595).
     if (this.s.continuousUsage && this.s.ctx.dialect === 'vllm') role.usage = this.runningUsage(0);
+    // vLLM 0.33.0 sets these fields whether asked or not (serving.py), and dumps with exclude_unset: null when not asked.
+    if (this.s.ctx.dialect === 'vllm') role.prompt_token_ids = this.s.promptTokenIds ?? null;
     this.event(role);
     this.ex.later(this.s.intervalMs, () => this.step());
   }
@@ -98,6 +113,8 @@ export class StreamRun {
       const d = plan.deltas[this.index];
       if (d.kind !== 'silent') {
         const chunk = this.completions && d.kind === 'content' ? completionTokenChunk(this.s.ctx, d.text) : tokenChunk(this.s.ctx, d);
+        if (!this.completions && this.s.ctx.dialect === 'vllm')
+          (chunk.choices as Record<string, unknown>[])[0].token_ids = this.s.promptTokenIds ? [tokenId(deltaText(d))] : null;
         if (this.s.continuousUsage) (chunk as Record<string, unknown>).usage = this.runningUsage(this.index + 1);
         this.event(chunk);
       }
@@ -198,7 +215,10 @@ export class StreamRun {
 
   private finish(): void {
     const { ctx, plan, fault, includeUsage } = this.s;
-    this.event(this.finishChunk(plan.finish));
+    const fin = this.finishChunk(plan.finish) as Record<string, unknown>;
+    if (!this.completions && ctx.dialect === 'vllm')
+      (fin.choices as Record<string, unknown>[])[0].token_ids = this.s.promptTokenIds ? [] : null;
+    this.event(fin);
     if (includeUsage) {
       const reasoning = plan.reasoningTokens ?? reasoningTokenCount(plan.deltas);
       const sign = fault?.kind === 'negative-usage' ? -1 : 1;

@@ -22,8 +22,18 @@ export function registerVocabulary(tokens: readonly string[]): void {
   }
 }
 
+/** Every id handed out, with its token: what a prompt of ids (vLLM's /v1/completions) is read back with. */
+const SEEN = new Map<number, string>();
+
 export function tokenId(token: string): number {
-  return KNOWN_IDS.get(token) ?? 50000 + (fnv1a(token) % 100000);
+  const id = KNOWN_IDS.get(token) ?? 50000 + (fnv1a(token) % 100000);
+  SEEN.set(id, token);
+  return id;
+}
+
+/** The token an id stands for, if this process handed it out. */
+export function tokenOf(id: number): string | undefined {
+  return SEEN.get(id);
 }
 
 export function fnv1a(text: string): number {

@@ -219,6 +219,21 @@ describeHelm('the chart on a first install', () => {
     expect([own.TRACE_SERVER_ADDRESS, own.OTEL_SERVICE_NAME]).toEqual(['vllm-router.llm.svc.cluster.local:8001', 'continuation-gateway']);
   });
 
+  test('recovery.tokenIds: TOKEN_IDS_CONTINUATION as the sidecar reads it; true with SGLang refused', async () => {
+    const env = async (args: string[]) => {
+      const t = deployment(await docs(args)).spec;
+      const side = [...(t.initContainers ?? []), ...t.containers].find((c: any) => c.name === 'continuation-sidecar');
+      return Object.fromEntries(side.env.map((e: any) => [e.name, e.value]));
+    };
+    const auto = await env(['--set', 'engine=vllm']);
+    expect([auto.TOKEN_IDS_CONTINUATION, loadConfig(auto).tokenIdsContinuation]).toEqual(['auto', true]);
+    const off = await env(['--set', 'engine=vllm', '--set', 'recovery.tokenIds=false']);
+    expect([off.TOKEN_IDS_CONTINUATION, loadConfig(off).tokenIdsContinuation]).toEqual(['false', false]);
+    expect(loadConfig(await env([])).tokenIdsContinuation).toBe(false); // the chart's default engine, sglang
+    const refused = await run(helm, ['template', 'gw', CHART, '--set', 'recovery.tokenIds=true']);
+    expect([refused.code, refused.out]).toEqual([1, expect.stringContaining('SGLang')]);
+  });
+
   test('checksum/envoy follows the rendered Envoy ConfigMap: a bootstrap change rolls the pods, nothing else does', async () => {
     const sum = async (args: string[]) => deployment(await docs(args)).metadata.annotations['checksum/envoy'];
     const base = await sum([]);

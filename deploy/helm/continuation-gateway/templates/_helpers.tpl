@@ -88,6 +88,8 @@ envoy.json: |
   value: {{ .Values.engine | quote }}
 - name: CONTINUATION_ENABLED
   value: {{ .Values.recovery.enabled | toString | quote }}
+- name: TOKEN_IDS_CONTINUATION
+  value: {{ .Values.recovery.tokenIds | toString | quote }}
 - name: CONTINUATION_UNVERIFIED
   value: {{ .Values.recovery.unverified | quote }}
 {{- range $name, $key := dict "MAX_ATTEMPTS" "maxAttempts" "MAX_CONTINUATIONS" "maxContinuations" "STALL_IDLE_TIMEOUT_SECONDS" "stallIdleTimeoutSeconds" "MAX_STALL_SECONDS" "maxStallSeconds" "FIRST_DELTA_DEADLINE_SECONDS" "firstDeltaDeadlineSeconds" "TOKENIZE_URL" "tokenizeUrl" "INTERRUPTION_NEXT_REQUEST_MAX_BYTES" "interruptionNextRequestMaxBytes" }}

@@ -38,7 +38,7 @@
 {{- define "cg.validateExtraEnv" -}}
 {{- $fixed := "" -}}
 {{- $router := "router.service and router.port" -}}
-{{- $owned := dict "DOWNSTREAM_URL" $router "TRACE_SERVER_ADDRESS" $router "CONTINUATION_MODEL" "model" "CONTINUATION_ENGINE" "engine" "CONTINUATION_ENABLED" "recovery.enabled" "CONTINUATION_UNVERIFIED" "recovery.unverified" "MAX_ATTEMPTS" "recovery.maxAttempts" "MAX_CONTINUATIONS" "recovery.maxContinuations" "STALL_IDLE_TIMEOUT_SECONDS" "recovery.stallIdleTimeoutSeconds" "MAX_STALL_SECONDS" "recovery.maxStallSeconds" "FIRST_DELTA_DEADLINE_SECONDS" "recovery.firstDeltaDeadlineSeconds" "TOKENIZE_URL" "recovery.tokenizeUrl" "INTERRUPTION_NEXT_REQUEST_MAX_BYTES" "recovery.interruptionNextRequestMaxBytes" "HOST" $fixed "PORT" $fixed "ADMIN_HOST" $fixed "ADMIN_PORT" $fixed "WORKERS" "workers" "DRAIN_TIMEOUT_SECONDS" "drainTimeoutSeconds" "LOG_LEVEL" "logLevel" "OTEL_EXPORTER_OTLP_ENDPOINT" "tracing.otlpEndpoint" "OTEL_SERVICE_NAME" "tracing.serviceName" "ENVOY_ADMIN_URL" "istio.envoyAdminUrl" "CHAT_TEMPLATE" "chatTemplate" "TOKENIZER" "tokenizer.path" -}}
+{{- $owned := dict "DOWNSTREAM_URL" $router "TRACE_SERVER_ADDRESS" $router "CONTINUATION_MODEL" "model" "CONTINUATION_ENGINE" "engine" "CONTINUATION_ENABLED" "recovery.enabled" "CONTINUATION_UNVERIFIED" "recovery.unverified" "TOKEN_IDS_CONTINUATION" "recovery.tokenIds" "MAX_ATTEMPTS" "recovery.maxAttempts" "MAX_CONTINUATIONS" "recovery.maxContinuations" "STALL_IDLE_TIMEOUT_SECONDS" "recovery.stallIdleTimeoutSeconds" "MAX_STALL_SECONDS" "recovery.maxStallSeconds" "FIRST_DELTA_DEADLINE_SECONDS" "recovery.firstDeltaDeadlineSeconds" "TOKENIZE_URL" "recovery.tokenizeUrl" "INTERRUPTION_NEXT_REQUEST_MAX_BYTES" "recovery.interruptionNextRequestMaxBytes" "HOST" $fixed "PORT" $fixed "ADMIN_HOST" $fixed "ADMIN_PORT" $fixed "WORKERS" "workers" "DRAIN_TIMEOUT_SECONDS" "drainTimeoutSeconds" "LOG_LEVEL" "logLevel" "OTEL_EXPORTER_OTLP_ENDPOINT" "tracing.otlpEndpoint" "OTEL_SERVICE_NAME" "tracing.serviceName" "ENVOY_ADMIN_URL" "istio.envoyAdminUrl" "CHAT_TEMPLATE" "chatTemplate" "TOKENIZER" "tokenizer.path" -}}
 {{- range $name, $_ := .Values.extraEnv -}}
 {{- if hasKey $owned $name -}}
 {{- with index $owned $name -}}
@@ -64,6 +64,9 @@
 {{- end -}}
 {{- if and $t.auto (eq .Values.engine "sglang") -}}
 {{- fail "chatTemplate.auto: SGLang cannot tell its template (no GET /props; its /tokenize reads text only): give it as chatTemplate.configMap or chatTemplate.path" -}}
+{{- end -}}
+{{- if and (eq (toString .Values.recovery.tokenIds) "true") (eq .Values.engine "sglang") -}}
+{{- fail "recovery.tokenIds: SGLang's streamed chat gives no token ids (return_token_ids with stream is a 400): leave it auto or false" -}}
 {{- end -}}
 {{- range $what, $v := dict "chatTemplate" $t "tokenizer" .Values.tokenizer -}}
 {{- include "cg.validateModelPath" (dict "what" $what "v" $v "mv" $.Values.modelVolume) -}}

@@ -1,0 +1,156 @@
+// Leg 2 by ids on the leg loop: each frame the engine streams (leg2-frames.ts) is split into reasoning and
+// content (raw-split.ts) and relayed as chat chunks in leg 1's shape (client-chunks.ts); at the finish, the
+// finish chunk, the exact usage when the client asked for it, and [DONE]. Silence is waited out as on the text
+// path. It writes nothing itself: what the client gets goes back to the request's deliver().
+import type { GatewayConfig } from '../../config/env';
+import type { Logger } from '../../obs/logger';
+import type { Metrics } from '../../obs/metrics';
+import type { JsonObject } from '../../openai/chat';
+import { DONE_EVENT } from '../../recovery/interruption';
+import { decideOnSilence, type FailureKind, type SilenceDecision } from '../../recovery/planner';
+import { type ObservedEvent, StreamTracker } from '../../sse/tracker';
+import type { LegFailure, LegHooks, LegOutcome, Outgoing, Silence } from '../../stream/leg-loop';
+import { readLeg } from '../../stream/leg-loop';
+import type { LegReader } from '../../upstream/leg-reader';
+import { type ChunkShape, finishChunk, sseData, textChunk, usageChunk } from './client-chunks';
+import { type FrameRead, type Leg2Frame, readLlamaCompletionFrame, readVllmCompletionChunk } from './leg2-frames';
+import type { RawSplitter, SplitPiece } from './raw-split';
+import { idsUsage } from './usage';
+
+export interface IdsLeg2Host {
+  readonly config: GatewayConfig;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  readonly engine: 'vllm' | 'llamacpp';
+  readonly shape: ChunkShape;
+  readonly splitter: RawSplitter;
+  readonly clientWantsUsage: boolean;
+  readonly promptTokens: number;
+  readonly deliveredTokens: number;
+  /** Of those, reasoning (null: the engine reports no reasoning count for this stream). */
+  readonly deliveredReasoning: number | null;
+  readonly legs: number;
+  isGone(): boolean;
+  onFirstBytes(): void;
+  onFirstToken(): void;
+  deliver(out: readonly Outgoing[]): Promise<void> | undefined;
+}
+
+/** What leg 2 streamed, for a further leg by ids and the record. */
+export interface IdsLeg2Progress {
+  /** Every id leg 2 streamed, in order; `complete` false when a frame's ids were missing (a gap). */
+  readonly ids: number[];
+  complete: boolean;
+}
+
+export function relayIdsLeg2(h: IdsLeg2Host, reader: LegReader, progress: IdsLeg2Progress): Promise<LegOutcome> {
+  return readLeg(reader, new IdsLeg2Relay(h, progress));
+}
+
+/** The chat chunk as the client gets it, with the event the request's tracker applies. */
+function outgoing(json: JsonObject): Outgoing {
+  const bytes = sseData(json);
+  return { bytes, events: [StreamTracker.read({ raw: bytes, data: bytes.toString('utf8', 6, bytes.length - 2) })] };
+}
+
+class IdsLeg2Relay implements LegHooks {
+  readonly leg = 2;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  private finish: string | null = null;
+  private generated = 0;
+  /** Leg 2's tokens that came while the split was in the reasoning (the marker's own included). */
+  private reasoning = 0;
+  private firstToken = false;
+  private readonly readFrame: (json: JsonObject) => FrameRead;
+
+  constructor(
+    private readonly h: IdsLeg2Host,
+    private readonly progress: IdsLeg2Progress,
+  ) {
+    this.metrics = h.metrics;
+    this.log = h.log;
+    this.readFrame = h.engine === 'vllm' ? readVllmCompletionChunk : readLlamaCompletionFrame;
+  }
+
+  isGone(): boolean {
+    return this.h.isGone();
+  }
+
+  idlePeriodMs(): number {
+    return this.h.config.stallIdleTimeoutMs;
+  }
+
+  onSilence(s: Silence): SilenceDecision {
+    const cfg = this.h.config;
+    const limits = { stallIdleTimeoutMs: cfg.stallIdleTimeoutMs, maxStallMs: cfg.maxStallMs, firstDeltaTimeoutMs: 0 };
+    return decideOnSilence({ ...s, committed: true, leg: 2, recoverable: true, ...limits });
+  }
+
+  /** The engine's finish was relayed; vLLM's usage chunk and [DONE] may follow, llama-server's frame was the last. */
+  finished(): boolean {
+    return this.finish !== null;
+  }
+
+  atFinish(): Outgoing[] {
+    return [];
+  }
+
+  failed(failure: FailureKind, detail?: string): LegFailure {
+    return { type: 'failed', failure, detail };
+  }
+
+  onFirstBytes(): void {
+    this.h.onFirstBytes();
+  }
+
+  deliver(out: readonly Outgoing[]): Promise<void> | undefined {
+    return this.h.deliver(out);
+  }
+
+  onEvent(event: ObservedEvent): readonly Outgoing[] | LegFailure {
+    if (event.kind !== 'chunk' || this.finish !== null) return [];
+    const r = this.readFrame(event.json);
+    if ('ignore' in r) return [];
+    if ('error' in r) return { type: 'failed', failure: 'error-event' };
+    return this.relayFrame(r.frame);
+  }
+
+  private relayFrame(f: Leg2Frame): readonly Outgoing[] {
+    if (this.h.splitter.current === 'reasoning') this.reasoning += f.ids?.length ?? 0;
+    if (f.ids) for (const id of f.ids) this.progress.ids.push(id);
+    else if (f.text) this.progress.complete = false;
+    this.generated = f.generated ?? this.progress.ids.length;
+    if (!this.firstToken && (f.text || f.finishReason)) {
+      this.firstToken = true;
+      this.h.onFirstToken();
+    }
+    const out = this.pieces(this.h.splitter.push(f.text));
+    if (f.finishReason === null) return out;
+    this.finish = f.finishReason;
+    out.push(...this.pieces(this.h.splitter.end()), outgoing(finishChunk(this.h.shape, f.finishReason, f.stop)));
+    if (this.h.clientWantsUsage) out.push(outgoing(usageChunk(this.h.shape, this.usage())));
+    out.push({ bytes: DONE_EVENT, events: [StreamTracker.read({ raw: DONE_EVENT, data: '[DONE]' })] });
+    return out;
+  }
+
+  private pieces(p: SplitPiece): Outgoing[] {
+    const out: Outgoing[] = [];
+    if (p.reasoning) out.push(outgoing(textChunk(this.h.shape, 'reasoning', p.reasoning)));
+    if (p.content) out.push(outgoing(textChunk(this.h.shape, 'content', p.content)));
+    return out;
+  }
+
+  private usage(): JsonObject {
+    const h = this.h;
+    const reasoningTokens = h.deliveredReasoning === null ? undefined : h.deliveredReasoning + this.reasoning;
+    return idsUsage({
+      engine: h.engine,
+      promptTokens: h.promptTokens,
+      deliveredTokens: h.deliveredTokens,
+      leg2Tokens: this.generated,
+      legs: h.legs,
+      reasoningTokens,
+    });
+  }
+}
