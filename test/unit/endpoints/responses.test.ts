@@ -1,9 +1,11 @@
 // The pure parts of the Responses stream support (src/endpoints/responses): scope, the chat form continuation
 // legs start from, leg 1's events read as tracked state, a continuation's chunks written as the same stream.
 // The end-to-end behaviour is test/e2e/responses.e2e.test.ts.
+import { VLLM_RESPONSES } from '../../../src/endpoints/responses/dialect';
 import { decideResponsesScope } from '../../../src/endpoints/responses/scope';
 import { ResponsesStream } from '../../../src/endpoints/responses/stream';
 import { toChatRequest } from '../../../src/endpoints/responses/to-chat';
+import type { JsonObject } from '../../../src/openai/chat';
 import { SseParser } from '../../../src/sse/parser';
 import { StreamTracker } from '../../../src/sse/tracker';
 
@@ -26,8 +28,51 @@ describe('scope', () => {
   ])('%s: passed through', (_c, b, reason) => {
     expect(scope(b)).toMatchObject({ inScope: false, reason });
   });
-  test('SGLang: passed through (its own variant of the event stream)', () => {
-    expect(scope(ok, { ...CFG, engine: 'sglang' })).toMatchObject({ inScope: false, reason: 'responses-engine-unsupported' });
+  test('llama.cpp: passed through (its event stream has not been read)', () => {
+    expect(scope(ok, { ...CFG, engine: 'llamacpp' })).toMatchObject({ inScope: false, reason: 'responses-engine-unsupported' });
+  });
+  test('SGLang: in scope, written in its variant; what it would not stream as the chat leg does is not continued', () => {
+    expect(scope(ok, { ...CFG, engine: 'sglang' })).toMatchObject({ inScope: true, dialect: { engine: 'sglang' }, chat: { chat: {} } });
+    const tool = { type: 'function', name: 'f', parameters: {} };
+    const cases: [JsonObject, string | undefined][] = [
+      [{ tools: [tool] }, 'sglang-tools'],
+      [{ tools: [tool], tool_choice: 'none' }, undefined],
+      [{ reasoning: { summary: 'auto' } }, 'reasoning-summary'],
+      [{ include: ['reasoning.encrypted_content'] }, 'encrypted-reasoning'],
+      [
+        {
+          instructions: 'a',
+          input: [
+            { role: 'system', content: 'b' },
+            { role: 'user', content: 'c' },
+          ],
+        },
+        'sglang-system-messages',
+      ],
+      [
+        {
+          input: [
+            { role: 'user', content: 'a' },
+            { role: 'system', content: 'b' },
+          ],
+        },
+        'sglang-system-messages',
+      ],
+      [
+        {
+          input: [
+            { role: 'assistant', content: 'a' },
+            { role: 'assistant', content: 'b' },
+          ],
+        },
+        'sglang-assistant-turns',
+      ],
+      [{ instructions: 'a', input: 'b' }, undefined],
+    ];
+    for (const [extra, why] of cases) {
+      const s = scope({ ...ok, ...extra }, { ...CFG, engine: 'sglang' });
+      expect(s.inScope && s.chat.notContinuable).toBe(why);
+    }
   });
 });
 
@@ -85,7 +130,7 @@ const events = (b: Buffer | string) =>
 
 describe('leg 1 read, a continuation written', () => {
   test('leg 1 tells the tracker its text; the continuation goes on in the same item, then a new message, numbered on', () => {
-    const s = new ResponsesStream(1 << 20, undefined);
+    const s = new ResponsesStream(1 << 20, undefined, VLLM_RESPONSES);
     const t = leg1(s);
     expect(t.reasoning).toBe('Thinking');
     expect(t.id).toBe('resp_1');
@@ -122,7 +167,7 @@ describe('leg 1 read, a continuation written', () => {
   });
 
   test('what the stream cannot carry is refused: a tool call, reasoning after the answer text', () => {
-    const s = new ResponsesStream(1 << 20, undefined);
+    const s = new ResponsesStream(1 << 20, undefined, VLLM_RESPONSES);
     leg1(s);
     expect(s.leg2Chunk(chunk({ tool_calls: [{ index: 0, function: { name: 'f' } }] }), undefined)).toBe('tool-call');
     s.leg2Chunk(chunk({ content: 'x' }), undefined);
@@ -130,7 +175,7 @@ describe('leg 1 read, a continuation written', () => {
   });
 
   test('response.failed: the interruption error, the cut item incomplete, the next sequence number', () => {
-    const s = new ResponsesStream(1 << 20, 'previous-response-id');
+    const s = new ResponsesStream(1 << 20, 'previous-response-id', VLLM_RESPONSES);
     leg1(s);
     const [failed] = events(s.failed({ requestId: 'r1', deliveredOutputTokens: 2, reason: 'responses-input-unsupported' }));
     expect(failed).toMatchObject({ type: 'response.failed', sequence_number: 6 });
