@@ -1,7 +1,7 @@
 // The pure parts of the Responses stream support (src/endpoints/responses): scope, the chat form continuation
 // legs start from, leg 1's events read as tracked state, a continuation's chunks written as the same stream.
 // The end-to-end behaviour is test/e2e/responses.e2e.test.ts.
-import { VLLM_RESPONSES } from '../../../src/endpoints/responses/dialect';
+import { SGLANG_RESPONSES, VLLM_RESPONSES } from '../../../src/endpoints/responses/dialect';
 import { decideResponsesScope } from '../../../src/endpoints/responses/scope';
 import { ResponsesStream } from '../../../src/endpoints/responses/stream';
 import { toChatRequest } from '../../../src/endpoints/responses/to-chat';
@@ -188,5 +188,49 @@ describe('leg 1 read, a continuation written', () => {
     expect(failed.response.output).toEqual([
       { id: 'rs1', type: 'reasoning', summary: [], content: [{ type: 'reasoning_text', text: 'Thinking' }], status: 'incomplete' },
     ]);
+  });
+});
+
+describe('SGLang 0.5.23: the continuation in its variant of the events', () => {
+  // Golden lines: orjson.dumps(event.model_dump()) of the openai 3.57.0 types SGLang's serving_responses.py builds
+  // (run in the fidelity venv, /work/main/.venv-fidelity; ids and sequence numbers as below): byte for byte.
+  const GOLDEN = [
+    '{"content_index":0,"item_id":"rs1","output_index":0,"sequence_number":6,"text":"Thinking","type":"response.reasoning_text.done"}',
+    '{"content_index":0,"item_id":"rs1","output_index":0,"part":{"text":"Thinking","type":"reasoning_text"},"sequence_number":7,"type":"response.content_part.done"}',
+    '{"item":{"id":"rs1","summary":[],"type":"reasoning","content":[{"text":"Thinking","type":"reasoning_text"}],"encrypted_content":null,"status":"completed"},"output_index":0,"sequence_number":8,"type":"response.output_item.done"}',
+    '{"item":{"id":"msg_X","content":[],"role":"assistant","status":"in_progress","type":"message","phase":"final_answer"},"output_index":1,"sequence_number":9,"type":"response.output_item.added"}',
+    '{"content_index":0,"item_id":"msg_X","output_index":1,"part":{"annotations":[],"text":"","type":"output_text","logprobs":null},"sequence_number":10,"type":"response.content_part.added"}',
+    '{"content_index":0,"delta":"hi","item_id":"msg_X","logprobs":[],"output_index":1,"sequence_number":11,"type":"response.output_text.delta"}',
+  ];
+  const lines = (b: Buffer | string) =>
+    String(b)
+      .split('\n\n')
+      .filter((x) => x.startsWith('event: '))
+      .map((x) =>
+        x
+          .split('\n')[1]
+          .slice(6)
+          .replace(/msg_[0-9a-f]{32}/g, 'msg_X'),
+      );
+
+  test('the events are the pydantic dumps SGLang writes, in their field order; the last one response.incomplete at the budget', () => {
+    const s = new ResponsesStream(1 << 20, undefined, SGLANG_RESPONSES);
+    leg1(s);
+    expect(lines(s.leg2Chunk(chunk({ content: 'hi' }), undefined) as Buffer)).toEqual(GOLDEN);
+    const usage = { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7, reasoning_tokens: 2 };
+    s.leg2Chunk(chunk({}, 'length'), usage);
+    const end = events(s.leg2Done()).at(-1);
+    expect(end.type).toBe('response.incomplete');
+    expect(Object.keys(end)).toEqual(['type', 'response', 'sequence_number']);
+    expect(end.response).toMatchObject({
+      id: 'resp_1',
+      status: 'incomplete',
+      error: null,
+      incomplete_details: { reason: 'max_output_tokens' },
+      // _is_text_only: a reasoning item in the output leaves `text` unset.
+      text: null,
+      usage: { input_tokens: 3, input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 }, output_tokens: 4, total_tokens: 7 },
+    });
+    expect(end.response.output.map((o: { type: string }) => o.type)).toEqual(['reasoning', 'message']);
   });
 });
