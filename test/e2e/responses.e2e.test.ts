@@ -310,6 +310,20 @@ describe('/v1/responses on SGLang: what its variant does not let the gateway con
     expect(stack.records({ decision: 'SKIPPED', reason: 'responses-input-unsupported', detail })).not.toHaveLength(0);
   });
 
+  test('reasoning.summary: the client had summary deltas; a cut in them ends with response.failed', async () => {
+    const extra = { reasoning: { summary: 'auto' } };
+    const clean = await postResponses(stack.url, body(extra), SIZE);
+    expectWellFormed(clean, 'response.completed');
+    expect(textOf(clean, 'response.reasoning_text.delta')).toBe('');
+    const summary = textOf(clean, 'response.reasoning_summary_text.delta');
+    expect(summary.length).toBeGreaterThan(0);
+    const r = await postResponses(stack.url, body(extra), { ...SIZE, 'x-fake-fault': 'crash@3' });
+    expectWellFormed(r, 'response.failed');
+    const had = textOf(r, 'response.reasoning_summary_text.delta');
+    expect(had.length).toBeGreaterThan(0);
+    expect(summary.startsWith(had)).toBe(true);
+  });
+
   test('tools given, the cut in the held-back message: the client had the reasoning only, response.failed', async () => {
     const clean = await postResponses(stack.url, body({ tools, tool_choice: 'auto' }), SIZE);
     expectWellFormed(clean, 'response.completed');

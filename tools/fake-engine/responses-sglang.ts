@@ -17,6 +17,8 @@ export interface ItemAt {
   text: string;
   callId?: string;
   name?: string;
+  /** reasoning.summary asked: the reasoning streams as reasoning_summary_* events (_wants_reasoning_summary). */
+  summary?: boolean;
 }
 const SEQ = -1;
 
@@ -79,14 +81,26 @@ export function sglangItem(it: ItemAt, done: boolean): Obj {
       status,
     };
   const content = done ? [part(it.kind, it.text)] : [];
+  // _make_reasoning_item: the trace mirrored into `summary` when asked, and kept in `content`.
+  const summary = done && it.summary ? [{ text: it.text, type: 'summary_text' }] : [];
   return it.kind === 'message'
     ? { id: it.id, content, role: 'assistant', status, type: 'message', phase: 'final_answer' }
-    : { id: it.id, summary: [], type: 'reasoning', content, encrypted_content: null, status };
+    : { id: it.id, summary, type: 'reasoning', content, encrypted_content: null, status };
 }
 
 export function sglangOpened(it: ItemAt): Obj[] {
   const added = { item: sglangItem(it, false), output_index: it.index, sequence_number: SEQ, type: 'response.output_item.added' };
   if (it.kind === 'function_call') return [added];
+  if (it.summary) {
+    const sum = {
+      item_id: it.id,
+      output_index: it.index,
+      part: { text: '', type: 'summary_text' },
+      sequence_number: SEQ,
+      summary_index: 0,
+    };
+    return [added, { ...sum, type: 'response.reasoning_summary_part.added' }];
+  }
   const at = { content_index: 0, item_id: it.id, output_index: it.index };
   return [added, { ...at, part: part(it.kind, ''), sequence_number: SEQ, type: 'response.content_part.added' }];
 }
@@ -94,6 +108,10 @@ export function sglangOpened(it: ItemAt): Obj[] {
 export function sglangDelta(it: ItemAt, delta: string): Obj {
   if (it.kind === 'function_call')
     return { delta, item_id: it.id, output_index: it.index, sequence_number: SEQ, type: 'response.function_call_arguments.delta' };
+  if (it.summary) {
+    const at = { delta, item_id: it.id, output_index: it.index, sequence_number: SEQ, summary_index: 0 };
+    return { ...at, type: 'response.reasoning_summary_text.delta' };
+  }
   const at = { content_index: 0, delta, item_id: it.id };
   return it.kind === 'message'
     ? { ...at, logprobs: [], output_index: it.index, sequence_number: SEQ, type: 'response.output_text.delta' }
@@ -105,6 +123,21 @@ export function sglangClosed(it: ItemAt): Obj[] {
   if (it.kind === 'function_call') {
     const args = { arguments: it.text, item_id: it.id, output_index: it.index, sequence_number: SEQ };
     return [{ ...args, type: 'response.function_call_arguments.done', name: it.name }, done];
+  }
+  if (it.summary) {
+    const at = { item_id: it.id, output_index: it.index };
+    return [
+      { ...at, sequence_number: SEQ, summary_index: 0, text: it.text, type: 'response.reasoning_summary_text.done' },
+      {
+        ...at,
+        part: { text: it.text, type: 'summary_text' },
+        sequence_number: SEQ,
+        summary_index: 0,
+        type: 'response.reasoning_summary_part.done',
+        status: null,
+      },
+      done,
+    ];
   }
   const at = { content_index: 0, item_id: it.id };
   const textDone =

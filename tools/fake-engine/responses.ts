@@ -65,6 +65,7 @@ interface Item {
   text: string;
   callId?: string;
   name?: string;
+  summary?: boolean;
 }
 
 export class ResponsesRun {
@@ -192,6 +193,7 @@ export class ResponsesRun {
     const id = this.sglang ? sglangId(this.s.id, index, kind) : createHash('md5').update(`${this.s.id}:${index}`).digest('hex');
     this.item = { kind, id, index, text: '', ...extra };
     if (this.sglang) {
+      this.item.summary = kind === 'reasoning' && this.s.body.reasoning?.summary != null;
       if (kind === 'function_call') this.item.callId = sglangId(this.s.id, index, 'call');
       for (const e of sglangOpened(this.item)) this.event(e);
       return;
