@@ -50,6 +50,7 @@ export type ResponsesEventType =
   | 'response.content_part.added'
   | 'response.output_text.delta'
   | 'response.reasoning_text.delta'
+  | 'response.reasoning_summary_text.delta'
   | 'response.function_call_arguments.delta'
   | 'response.output_text.done'
   | 'response.reasoning_text.done'

@@ -132,7 +132,7 @@ export class RequestExchange implements ProcessorStreamHandler {
       payload,
       multimodal: false,
       structured: false,
-      responses: new ResponsesStream(cfg.maxContinuationPrefixBytes, notContinuable),
+      responses: new ResponsesStream(cfg.maxContinuationPrefixBytes, notContinuable, scope.dialect),
       continuationPath: CONTINUATION_CHAT_PATH,
     });
   }

@@ -171,17 +171,17 @@ test('out of scope (echo, logprobs, suffix, n, a list prompt): passed through, n
     expect(seenFor(stack, id).map((s) => s.body)).toEqual([body]);
     expect(stack.records({ request_id: id, decision: 'PASSTHROUGH' })).toMatchObject([{ reason }]);
   }
-  // /v1/responses reaches the sidecar (Envoy routes it to the hop) and is handed back: the engine's own answer.
-  const responses = newRequestId('responses-out');
+  // /v1/responses reaches the sidecar (Envoy routes it to the hop): on SGLang (this stack's engine) it is in scope
+  // now, originated rather than passed through (test/e2e/responses.e2e.test.ts has both engines' rescue).
+  const responses = newRequestId('responses-in');
   const res = await fetch(`${stack.url}/v1/responses`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-request-id': responses },
     body: JSON.stringify({ model: 'test-model', stream: true, input: 'hi' }),
   });
   expect(res.status).toBe(200);
-  await res.text();
-  // On SGLang (this stack's engine) a Responses stream is passed through (test/e2e/responses.e2e.test.ts has vLLM's).
-  expect(stack.records({ request_id: responses, decision: 'PASSTHROUGH' })).toMatchObject([{ reason: 'responses-engine-unsupported' }]);
+  expect(await res.text()).toContain('event: response.completed\n');
+  expect(stack.records({ request_id: responses, decision: 'PASSTHROUGH' })).toEqual([]);
   const list = newRequestId('cmpl-out-list');
   await postCompletions(stack.url, completionsBody({ prompt: ['a', 'b'] }), { 'x-request-id': list });
   expect(stack.records({ request_id: list, decision: 'PASSTHROUGH' })).toMatchObject([{ reason: 'completions-prompt-not-text' }]);

@@ -168,50 +168,52 @@ suite(`official openai Python client${skipNote}`, () => {
   });
 });
 
-// POST /v1/responses (issue 35 item 2) on a vLLM stack: the SDK's Responses stream reads a rescued stream as one
-// ordinary response, and a stream that cannot be continued as its response.failed event (no exception).
-suite(`official openai Python client, Responses API${skipNote}`, () => {
-  let stack: TestStack;
-  let rescued: PyResult;
-  let failed: PyResult;
-  let reference: PyResult;
-  const id = newRequestId('py-responses');
+// POST /v1/responses (issue 35 item 2) on a vLLM and an SGLang stack (each engine's variant of the events): the
+// SDK's Responses stream reads a rescued stream as one ordinary response, and a stream that cannot be continued as
+// its response.failed event (no exception).
+for (const dialect of ['vllm', 'sglang'] as const)
+  suite(`official openai Python client, Responses API on ${dialect}${skipNote}`, () => {
+    let stack: TestStack;
+    let rescued: PyResult;
+    let failed: PyResult;
+    let reference: PyResult;
+    const id = newRequestId(`py-responses-${dialect}`);
 
-  beforeAll(async () => {
-    stack = await startTestStack({
-      replicas: 3,
-      engine: { dialect: 'vllm', tokenizer: 'vllm' },
-      env: { CONTINUATION_ENGINE: 'vllm', TOKENIZE_URL: '{engine0}/tokenize', TOKENIZE_TIMEOUT_MS: '3000' },
+    beforeAll(async () => {
+      stack = await startTestStack({
+        replicas: 3,
+        engine: { dialect, tokenizer: dialect },
+        env: { CONTINUATION_ENGINE: dialect, TOKENIZE_URL: '{engine0}/tokenize', TOKENIZE_TIMEOUT_MS: '3000' },
+      });
+      resetFaults();
+      const responses = ['--endpoint', 'responses'];
+      [rescued, failed, reference] = await Promise.all([
+        runPythonClient(stack.url, 'crash@25', { ...SIZE, 'x-request-id': id }, responses),
+        runPythonClient(stack.url, 'crash@25;-', SIZE, [...responses, '--previous-response-id', 'resp_earlier']),
+        runPythonClient(stack.url, undefined, SIZE, responses),
+      ]);
+    }, 180_000);
+    afterAll(async () => stack?.stop());
+
+    test('a replica killed at token 25: the complete response, equal to the uninterrupted one', async () => {
+      expect(reference.error).toBeNull();
+      expect(reference.types!.at(-1)).toBe('response.completed');
+      expect(rescued.error).toBeNull();
+      expect(rescued.types).toEqual(reference.types);
+      expect(rescued.sequence_numbers).toEqual(rescued.types!.map((_t, i) => i));
+      expect(rescued.content).toBe(reference.content);
+      expect(rescued.reasoning).toBe(reference.reasoning);
+      expect(rescued.status).toBe('completed');
+      expect(rescued.ids).toHaveLength(1);
+      expect(seenFor(stack, id).map((s) => s.path)).toEqual(['/v1/responses', '/v1/chat/completions']);
     });
-    resetFaults();
-    const responses = ['--endpoint', 'responses'];
-    [rescued, failed, reference] = await Promise.all([
-      runPythonClient(stack.url, 'crash@25', { ...SIZE, 'x-request-id': id }, responses),
-      runPythonClient(stack.url, 'crash@25;-', SIZE, [...responses, '--previous-response-id', 'resp_earlier']),
-      runPythonClient(stack.url, undefined, SIZE, responses),
-    ]);
-  }, 180_000);
-  afterAll(async () => stack?.stop());
 
-  test('a replica killed at token 25: the complete response, equal to the uninterrupted one', async () => {
-    expect(reference.error).toBeNull();
-    expect(reference.types!.at(-1)).toBe('response.completed');
-    expect(rescued.error).toBeNull();
-    expect(rescued.types).toEqual(reference.types);
-    expect(rescued.sequence_numbers).toEqual(rescued.types!.map((_t, i) => i));
-    expect(rescued.content).toBe(reference.content);
-    expect(rescued.reasoning).toBe(reference.reasoning);
-    expect(rescued.status).toBe('completed');
-    expect(rescued.ids).toHaveLength(1);
-    expect(seenFor(stack, id).map((s) => s.path)).toEqual(['/v1/responses', '/v1/chat/completions']);
+    test('not continuable (previous_response_id): response.failed with the interruption error, no exception', () => {
+      expect(failed.error).toBeNull();
+      expect(failed.types!.at(-1)).toBe('response.failed');
+      expect(failed.sequence_numbers).toEqual(failed.types!.map((_t, i) => i));
+      expect(failed.status).toBe('failed');
+      expect(failed.failure).toMatchObject({ code: 'upstream_decode_interrupted', message: expect.any(String) });
+      expect(reference.content.startsWith(failed.content)).toBe(true);
+    });
   });
-
-  test('not continuable (previous_response_id): response.failed with the interruption error, no exception', () => {
-    expect(failed.error).toBeNull();
-    expect(failed.types!.at(-1)).toBe('response.failed');
-    expect(failed.sequence_numbers).toEqual(failed.types!.map((_t, i) => i));
-    expect(failed.status).toBe('failed');
-    expect(failed.failure).toMatchObject({ code: 'upstream_decode_interrupted', message: expect.any(String) });
-    expect(reference.content.startsWith(failed.content)).toBe(true);
-  });
-});

@@ -2,8 +2,10 @@
 // first delta is continued through the engine's chat path and the client reads the same Responses event stream
 // as an uninterrupted run (one response.completed, sequence numbers without a gap, the same response and item ids,
 // usage counting both legs); where the request cannot be continued, the stream ends with response.failed (the
-// interruption registry's error), never a cut. The engine is the fake engine serving the Responses stream as we
-// read vLLM 0.33.0 to stream it (tools/fake-engine/responses.ts): the event shapes rest on that reading.
+// interruption registry's error), never a cut. Both engine dialects: the fake engine serves the Responses stream
+// as we read vLLM 0.33.0 (tools/fake-engine/responses.ts) and SGLang 0.5.23 (tools/fake-engine/responses-sglang.ts)
+// to stream it, and the gateway writes the continuation in the same engine's variant: the event shapes rest on
+// those readings.
 import OpenAI from 'openai';
 import { request } from 'undici';
 import { resetFaults } from '../../tools/fake-engine/faults';
@@ -70,12 +72,14 @@ function normalized(raw: string): string {
   });
 }
 
+const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
+
 /** One well-formed stream: sequence numbers 0..n-1, one terminal event, nothing after it, no [DONE]. */
-function expectWellFormed(r: ResponsesResult, terminal: 'response.completed' | 'response.failed'): any {
+function expectWellFormed(r: ResponsesResult, terminal: 'response.completed' | 'response.incomplete' | 'response.failed'): any {
   expect(r.transportError).toBeNull();
   expect(r.status).toBe(200);
   expect(r.events.map((e) => e.sequence_number)).toEqual(r.events.map((_e, i) => i));
-  expect(r.events.filter((e) => e.type === 'response.completed' || e.type === 'response.failed').map((e) => e.type)).toEqual([terminal]);
+  expect(r.events.filter((e) => TERMINAL.has(e.type)).map((e) => e.type)).toEqual([terminal]);
   expect(r.events.at(-1).type).toBe(terminal);
   expect(r.raw).not.toContain('[DONE]');
   const ids = new Set(r.events.filter((e) => e.response).map((e) => e.response.id));
@@ -89,16 +93,16 @@ const textOf = (r: ResponsesResult, type: string): string =>
     .map((e) => e.delta)
     .join('');
 
-describe('/v1/responses streams on vLLM', () => {
+describe.each(['vllm', 'sglang'] as const)('/v1/responses streams on %s', (dialect) => {
   let stack: TestStack;
   let ref: ResponsesResult;
   beforeAll(async () => {
     stack = await startTestStack({
       replicas: 3,
-      engine: { dialect: 'vllm', tokenizer: 'vllm' },
+      engine: { dialect, tokenizer: dialect },
       // Exact usage: the engine's own count of the recovered text (README, "Exact usage").
       env: {
-        CONTINUATION_ENGINE: 'vllm',
+        CONTINUATION_ENGINE: dialect,
         MAX_ATTEMPTS: '2',
         // A stall before the first delta is re-run after this; one after it continued after the stall timer. 5 s: at
         // 2 s a burst of 100 on two cores shared with other suites gave up before the first delta (a 504, twice).
@@ -128,7 +132,9 @@ describe('/v1/responses streams on vLLM', () => {
     const via = await postResponses(stack.url, body(), { ...SIZE, 'x-request-id': id });
     const direct = await postResponses(stack.engines[0].url, body(), { ...SIZE, 'x-request-id': id });
     expectWellFormed(via, 'response.completed');
-    expect(via.raw).toBe(direct.raw);
+    // SGLang names the response itself (the fake engine: a counter), not after x-request-id: equal but for ids.
+    if (dialect === 'vllm') expect(via.raw).toBe(direct.raw);
+    else expect(normalized(via.raw)).toBe(normalized(direct.raw));
   });
 
   // A fault at token 0 comes before the first delta (the attempt is re-run whole); every later one cuts a committed
@@ -154,12 +160,14 @@ describe('/v1/responses streams on vLLM', () => {
   test('max_output_tokens reached: the continued stream ends incomplete, as the uninterrupted one', async () => {
     const b = body({ max_output_tokens: 12 });
     const clean = await postResponses(stack.url, b, SIZE);
-    expect(expectWellFormed(clean, 'response.completed')).toMatchObject({
+    // vLLM ends with response.completed whatever the status, SGLang with response.{status}.
+    const end = dialect === 'vllm' ? 'response.completed' : 'response.incomplete';
+    expect(expectWellFormed(clean, end)).toMatchObject({
       status: 'incomplete',
       incomplete_details: { reason: 'max_output_tokens' },
     });
     const r = await postResponses(stack.url, b, { ...SIZE, 'x-fake-fault': 'crash@10;-' });
-    expectWellFormed(r, 'response.completed');
+    expectWellFormed(r, end);
     expect(normalized(r.raw)).toBe(normalized(clean.raw));
   });
 
@@ -268,20 +276,62 @@ describe('/v1/responses streams on vLLM', () => {
   });
 });
 
-describe('/v1/responses on SGLang: passed through, as without the gateway', () => {
+describe('/v1/responses on SGLang: what its variant does not let the gateway continue ends with response.failed', () => {
   let stack: TestStack;
   beforeAll(async () => {
-    stack = await startTestStack({ replicas: 1, engine: { dialect: 'sglang' }, env: { CONTINUATION_ENGINE: 'sglang' } });
+    stack = await startTestStack({ replicas: 2, engine: { dialect: 'sglang' }, env: { CONTINUATION_ENGINE: 'sglang' } });
   });
   afterAll(async () => stack?.stop());
+  beforeEach(() => resetFaults());
 
-  test('the engine’s stream reaches the client unchanged, decided responses-engine-unsupported', async () => {
+  const tools = [{ type: 'function', name: 'get_weather', parameters: { type: 'object', properties: {} } }];
+  test.each([
+    // Tools callable: SGLang holds the message item back until the end (its phase is known only then).
+    ['tools given (the message held back)', { tools }, 'sglang-tools'],
+    // The reasoning streamed as reasoning_summary_* events.
+    ['reasoning.summary asked', { reasoning: { summary: 'auto' } }, 'reasoning-summary'],
+    // SGLang coalesces instructions and system input items into one system message; the chat path would not.
+    [
+      'two system messages',
+      {
+        input: [
+          { role: 'system', content: 'Be kind.' },
+          { role: 'user', content: 'Hi.' },
+        ],
+      },
+      'sglang-system-messages',
+    ],
+  ])('%s: a cut after the first delta ends with response.failed, never a cut', async (_c, extra, detail) => {
     const id = newRequestId('resp');
-    const via = await postResponses(stack.url, body(), { ...SIZE, 'x-request-id': id });
-    const direct = await postResponses(stack.engines[0].url, body(), { ...SIZE, 'x-request-id': id });
-    expectWellFormed(via, 'response.completed');
-    expect(normalized(via.raw)).toBe(normalized(direct.raw));
-    expect(stack.records({ decision: 'PASSTHROUGH', reason: 'responses-engine-unsupported' })).not.toHaveLength(0);
+    const r = await postResponses(stack.url, body(extra), { ...SIZE, 'x-request-id': id, 'x-fake-fault': 'crash@5' });
+    const failed = expectWellFormed(r, 'response.failed');
+    expect(failed.error).toMatchObject({ code: 'upstream_decode_interrupted', reason: 'responses-input-unsupported' });
+    expect(seenFor(stack, id).map((s) => s.path)).toEqual(['/v1/responses']);
+    expect(stack.records({ decision: 'SKIPPED', reason: 'responses-input-unsupported', detail })).not.toHaveLength(0);
+  });
+
+  test('reasoning.summary: the client had summary deltas; a cut in them ends with response.failed', async () => {
+    const extra = { reasoning: { summary: 'auto' } };
+    const clean = await postResponses(stack.url, body(extra), SIZE);
+    expectWellFormed(clean, 'response.completed');
+    expect(textOf(clean, 'response.reasoning_text.delta')).toBe('');
+    const summary = textOf(clean, 'response.reasoning_summary_text.delta');
+    expect(summary.length).toBeGreaterThan(0);
+    const r = await postResponses(stack.url, body(extra), { ...SIZE, 'x-fake-fault': 'crash@3' });
+    expectWellFormed(r, 'response.failed');
+    const had = textOf(r, 'response.reasoning_summary_text.delta');
+    expect(had.length).toBeGreaterThan(0);
+    expect(summary.startsWith(had)).toBe(true);
+  });
+
+  test('tools given, the cut in the held-back message: the client had the reasoning only, response.failed', async () => {
+    const clean = await postResponses(stack.url, body({ tools, tool_choice: 'auto' }), SIZE);
+    expectWellFormed(clean, 'response.completed');
+    const r = await postResponses(stack.url, body({ tools, tool_choice: 'auto' }), { ...SIZE, 'x-fake-fault': 'crash@12' });
+    const failed = expectWellFormed(r, 'response.failed');
+    expect(textOf(r, 'response.output_text.delta')).toBe('');
+    expect(textOf(r, 'response.reasoning_text.delta')).toBe(textOf(clean, 'response.reasoning_text.delta'));
+    expect(failed.output.map((o: any) => o.type)).toEqual(['reasoning']);
   });
 });
 

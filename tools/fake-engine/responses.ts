@@ -10,11 +10,23 @@
 // Where this differs from vLLM, deliberately: ids are derived from the request (vLLM's are random_uuid()), so
 // that two runs of one test can be compared; and response.completed lists the streamed items under their
 // streamed ids (vLLM 0.33.0's build_response_output_items mints new `rs_`/`msg_` ids for the completed response).
+// With the SGLang dialect the same run writes SGLang 0.5.23's variant of the events (responses-sglang.ts).
 import { createHash } from 'node:crypto';
 import type { TokenDelta } from './dialect';
 import type { Exchange } from './exchange';
 import type { Fault } from './faults';
 import { type Plan, reasoningTokenCount } from './plan';
+import {
+  HeldBack,
+  lifecycle,
+  sglangBase,
+  sglangClosed,
+  sglangDelta,
+  sglangFinal,
+  sglangId,
+  sglangItem,
+  sglangOpened,
+} from './responses-sglang';
 import { contentText } from './tokens';
 
 /** The chat request the Responses request renders as (vLLM's construct_input_messages). */
@@ -41,6 +53,8 @@ export interface ResponsesSettings {
   intervalMs: number;
   /** The request body (its settings are echoed in the response object). */
   body: any;
+  /** Whose variant of the events: vLLM's (here) or SGLang's (responses-sglang.ts). */
+  dialect: 'vllm' | 'sglang';
 }
 
 type Kind = 'reasoning' | 'message' | 'function_call';
@@ -51,6 +65,7 @@ interface Item {
   text: string;
   callId?: string;
   name?: string;
+  summary?: boolean;
 }
 
 export class ResponsesRun {
@@ -60,43 +75,52 @@ export class ResponsesRun {
   private item: Item | null = null;
   private readonly done: Record<string, unknown>[] = [];
   private readonly base: Record<string, unknown>;
+  private readonly sglang: boolean;
+  private readonly held: HeldBack;
 
   constructor(
     private readonly ex: Exchange,
     private readonly s: ResponsesSettings,
   ) {
     const b = s.body;
-    this.base = {
-      id: s.id,
-      created_at: s.created,
-      incomplete_details: null,
-      instructions: b.instructions ?? null,
-      metadata: b.metadata ?? null,
-      model: s.model,
-      object: 'response',
-      output: [],
-      parallel_tool_calls: b.parallel_tool_calls ?? true,
-      temperature: b.temperature ?? 1,
-      tool_choice: b.tool_choice ?? 'auto',
-      tools: b.tools ?? [],
-      top_p: b.top_p ?? 1,
-      background: false,
-      max_output_tokens: b.max_output_tokens ?? null,
-      previous_response_id: null,
-      status: 'in_progress',
-      usage: null,
-    };
+    this.sglang = s.dialect === 'sglang';
+    // SGLang holds message items back while tools can be called (tools given, tool_choice not "none").
+    this.held = new HeldBack(this.sglang && Array.isArray(b.tools) && b.tools.length > 0 && b.tool_choice !== 'none');
+    this.base = this.sglang
+      ? sglangBase(s.id, s.created, s.model, b)
+      : {
+          id: s.id,
+          created_at: s.created,
+          incomplete_details: null,
+          instructions: b.instructions ?? null,
+          metadata: b.metadata ?? null,
+          model: s.model,
+          object: 'response',
+          output: [],
+          parallel_tool_calls: b.parallel_tool_calls ?? true,
+          temperature: b.temperature ?? 1,
+          tool_choice: b.tool_choice ?? 'auto',
+          tools: b.tools ?? [],
+          top_p: b.top_p ?? 1,
+          background: false,
+          max_output_tokens: b.max_output_tokens ?? null,
+          previous_response_id: null,
+          status: 'in_progress',
+          usage: null,
+        };
   }
 
+  /** Numbered where made (an SGLang event keeps its sequence_number field's place); SGLang may hold it back. */
   private event(e: Record<string, unknown>): void {
     const ev = { ...e, sequence_number: this.seq++ };
-    this.ex.write(`event: ${e.type}\ndata: ${JSON.stringify(ev)}\n\n`);
+    for (const out of this.held.take(ev)) this.ex.write(`event: ${out.type}\ndata: ${JSON.stringify(out)}\n\n`);
   }
 
   start(): void {
     this.ex.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    this.event({ type: 'response.created', response: this.base });
-    this.event({ type: 'response.in_progress', response: this.base });
+    const life = (type: string) => (this.sglang ? lifecycle(type, this.base) : { type, response: this.base });
+    this.event(life('response.created'));
+    this.event(life('response.in_progress'));
     this.ex.later(this.s.intervalMs, () => this.step());
   }
 
@@ -121,6 +145,11 @@ export class ResponsesRun {
     else if (f.kind === 'eof') this.ex.end();
     else if (f.kind === 'stall') {
       if (f.ms !== undefined) this.ex.later(f.ms, () => this.step());
+    } else if (f.kind === 'error' && this.sglang) {
+      // SGLang's exception path: response.failed with an empty output and error server_error.
+      const failed = { ...this.base, status: 'failed', error: { code: 'server_error', message: 'fake-engine injected error' } };
+      this.event(lifecycle('response.failed', failed));
+      this.ex.end();
     } else if (f.kind === 'error') {
       // vLLM's GenerationError in the stream: an `error` event (serving.py _convert_generation_error_to_streaming_response).
       this.event({ type: 'error', code: 'internal_error', message: 'fake-engine injected error', param: null });
@@ -138,6 +167,9 @@ export class ResponsesRun {
     else if (d.kind === 'content') this.text('message', d.text);
     else if (d.kind === 'tool-start') {
       this.open('function_call', { callId: d.id, name: d.name });
+    } else if (this.item && this.sglang) {
+      this.item.text += d.text;
+      this.event(sglangDelta(this.item, d.text));
     } else if (this.item) {
       this.item.text += d.text;
       this.event({ type: 'response.function_call_arguments.delta', item_id: this.item.id, output_index: this.item.index, delta: d.text });
@@ -149,6 +181,7 @@ export class ResponsesRun {
     if (this.item?.kind !== kind) this.open(kind, {});
     const it = this.item as Item;
     it.text += text;
+    if (this.sglang) return this.event(sglangDelta(it, text));
     const place = { content_index: 0, output_index: it.index, item_id: it.id, delta: text };
     if (kind === 'message') this.event({ type: 'response.output_text.delta', ...place, logprobs: [] });
     else this.event({ type: 'response.reasoning_text.delta', ...place });
@@ -157,8 +190,14 @@ export class ResponsesRun {
   private open(kind: Kind, extra: { callId?: string; name?: string }): void {
     this.close();
     const index = this.done.length;
-    const id = createHash('md5').update(`${this.s.id}:${index}`).digest('hex');
+    const id = this.sglang ? sglangId(this.s.id, index, kind) : createHash('md5').update(`${this.s.id}:${index}`).digest('hex');
     this.item = { kind, id, index, text: '', ...extra };
+    if (this.sglang) {
+      this.item.summary = kind === 'reasoning' && this.s.body.reasoning?.summary != null;
+      if (kind === 'function_call') this.item.callId = sglangId(this.s.id, index, 'call');
+      for (const e of sglangOpened(this.item)) this.event(e);
+      return;
+    }
     if (kind === 'function_call') {
       const item = { id, type: 'function_call', call_id: extra.callId, name: extra.name, arguments: '', status: 'in_progress' };
       return this.event({ type: 'response.output_item.added', output_index: index, item });
@@ -175,6 +214,11 @@ export class ResponsesRun {
     const it = this.item;
     if (!it) return;
     this.item = null;
+    if (this.sglang) {
+      for (const e of sglangClosed(it)) this.event(e);
+      this.done.push(sglangItem(it, true));
+      return;
+    }
     const place = { item_id: it.id, output_index: it.index, content_index: 0 };
     if (it.kind === 'function_call') {
       const item = { id: it.id, type: 'function_call', call_id: it.callId, name: it.name, arguments: it.text, status: 'completed' };
@@ -205,6 +249,11 @@ export class ResponsesRun {
     const { plan } = this.s;
     const reasoning = plan.reasoningTokens ?? reasoningTokenCount(plan.deltas);
     const incomplete = plan.finish === 'length';
+    if (this.sglang) {
+      const u = { prompt: plan.promptTokens, completion: plan.deltas.length, reasoning };
+      this.event(sglangFinal(this.base, this.sglangOutput(), u, incomplete));
+      return this.ex.end();
+    }
     const usage = {
       input_tokens: plan.promptTokens,
       input_tokens_details: { cached_tokens: 0 },
@@ -221,6 +270,12 @@ export class ResponsesRun {
     };
     this.event({ type: 'response.completed', response });
     this.ex.end();
+  }
+
+  /** SGLang's final output: once a tool call came, every message in it is phase "commentary" (_emit_tool_calls). */
+  private sglangOutput(): Record<string, unknown>[] {
+    if (!this.done.some((i) => i.type === 'function_call')) return this.done;
+    return this.done.map((i) => (i.type === 'message' ? { ...i, phase: 'commentary' } : i));
   }
 }
 

@@ -232,10 +232,10 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
           : undefined,
     };
     const respond = () => {
-      // vLLM names the response resp_<random_uuid()>; here it follows from the request, as the chat id does.
+      // vLLM names the response resp_<random_uuid()> (SGLang: its request_id, resp_<uuid>); here it follows from the request, as the chat id does.
       const id = `resp_${settings.ctx.id.slice('chatcmpl-'.length)}`;
       const run = { id, created: CREATED, model: settings.ctx.model, plan: planned.plan, fault, intervalMs: settings.intervalMs };
-      new ResponsesRun(ex, { ...run, body: record.body }).start();
+      new ResponsesRun(ex, { ...run, body: record.body, dialect: dialect === 'sglang' ? 'sglang' : 'vllm' }).start();
     };
     const answer = () =>
       responses ? respond() : body.stream === true ? new StreamRun(ex, settings).start() : sendCompletion(ex, settings);

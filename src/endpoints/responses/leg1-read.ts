@@ -62,6 +62,9 @@ function classify(state: ResponsesState, e: ResponsesEvent): ObservedEvent {
       return observed(NO_JSON, {});
     case 'response.output_text.delta':
     case 'response.reasoning_text.delta':
+    // SGLang 0.5.23 with reasoning.summary: the reasoning streams as summary text (serving_responses.py
+    // _wants_reasoning_summary); such a request is not continued (sglang-scope.ts), but the client has text.
+    case 'response.reasoning_summary_text.delta':
       return textDelta(state, e);
     case 'response.function_call_arguments.delta':
       return observed(NO_JSON, { toolCall: true, toolText: typeof e.delta === 'string' ? e.delta : '' });
@@ -100,7 +103,7 @@ function itemAdded(state: ResponsesState, e: ResponsesEvent): ObservedEvent {
 
 function textDelta(state: ResponsesState, e: ResponsesEvent): ObservedEvent {
   const delta = typeof e.delta === 'string' ? e.delta : '';
-  const reasoning = e.type === 'response.reasoning_text.delta';
+  const reasoning = e.type !== 'response.output_text.delta';
   if (state.open && state.open.id === e.item_id) state.addText(delta);
   return observed(NO_JSON, reasoning ? { reasoning: delta } : { content: delta });
 }

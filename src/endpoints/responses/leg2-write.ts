@@ -2,19 +2,15 @@
 // into the open item with the next sequence_number (a reasoning item gives way to a message when the answer
 // moves on, as vLLM does in simple_streaming_events.py), and the leg's end closes the open item and writes the
 // one response.completed, with the response id, the items the client saw and the usage of all legs.
-import { randomUUID } from 'node:crypto';
 import type { JsonObject } from '../../openai/chat';
 import { usageCounts } from '../../openai/chunk';
 import type { ResponsesUsage, TextItemKind } from '../../openai/responses';
 import type { ObservedEvent } from '../../sse/tracker';
-import { doneItem, type ItemPlace, itemClosed, itemOpened, textDelta, type Unnumbered } from './events';
+import type { ItemPlace, Unnumbered } from './events';
 import type { ResponsesState } from './state';
 
 /** Why a continuation's chunk cannot be written into the stream (the leg then fails as unexpected output). */
 export type WriteRefusal = 'tool-call' | 'reasoning-after-text' | 'text-too-large';
-
-/** vLLM names a streamed item with random_uuid(): 32 hex digits (vllm/utils random_uuid). */
-const newItemId = (): string => randomUUID().replace(/-/g, '');
 
 /** One continuation chunk as Responses events (possibly none), or why it cannot be written. */
 export function writeLeg2Chunk(state: ResponsesState, o: ObservedEvent, usage: JsonObject | undefined): string | WriteRefusal {
@@ -36,13 +32,13 @@ function textInto(state: ResponsesState, kind: TextItemKind, text: string): Unnu
   const events: Unnumbered[] = [];
   if (state.open?.kind !== kind) {
     if (state.open) events.push(...closeOpen(state));
-    const place: ItemPlace = { kind, id: newItemId(), outputIndex: state.nextOutputIndex, contentIndex: 0 };
+    const place: ItemPlace = { kind, id: state.dialect.newItemId(kind), outputIndex: state.nextOutputIndex, contentIndex: 0 };
     state.openItem(place);
-    events.push(...itemOpened(place));
+    events.push(...state.dialect.itemOpened(place));
   }
   const open = state.open as ItemPlace;
   state.addText(text);
-  events.push(textDelta(open, text));
+  events.push(state.dialect.textDelta(open, text));
   return events;
 }
 
@@ -50,22 +46,16 @@ function closeOpen(state: ResponsesState): Unnumbered[] {
   const open = state.open;
   if (!open) return [];
   state.open = null;
-  state.doneItems.push(doneItem(open, open.text));
-  return itemClosed(open, open.text);
+  state.doneItems.push(state.dialect.doneItem(open, open.text));
+  return state.dialect.itemClosed(open, open.text);
 }
 
-/** The end of the answer: the open item closes, and the one response.completed. */
+/** The end of the answer: the open item closes, and the one last event (the engine's: see dialect.ts). */
 export function writeCompletion(state: ResponsesState): string {
   const events = closeOpen(state);
   const incomplete = state.finishReason === 'length';
-  const response: JsonObject = {
-    ...(state.base ?? {}),
-    status: incomplete ? 'incomplete' : 'completed',
-    incomplete_details: incomplete ? { reason: 'max_output_tokens' } : null,
-    output: [...state.doneItems],
-    usage: state.usage ? responsesUsage(state.usage) : null,
-  };
-  events.push({ type: 'response.completed', response });
+  const usage = state.usage ? responsesUsage(state.usage) : null;
+  events.push(state.dialect.ending(state.base ?? {}, [...state.doneItems], usage, incomplete));
   return state.numbered(events);
 }
 

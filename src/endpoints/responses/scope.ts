@@ -8,6 +8,8 @@ import { isObject, type JsonObject } from '../../openai/chat';
 import { FunctionTool, type ResponsesRequest, ResponsesRequestShape } from '../../openai/responses';
 import { exceedsJsonDepth } from '../../request/json-depth';
 import { DEFAULT_MAX_JSON_DEPTH } from '../../request/scope';
+import { type ResponsesDialect, SGLANG_RESPONSES, VLLM_RESPONSES } from './dialect';
+import { sglangChatForm } from './sglang-scope';
 import { type ChatForm, toChatRequest } from './to-chat';
 
 /** Why a Responses request is passed through (metric label `passthrough:<reason>`). */
@@ -29,6 +31,8 @@ export type ResponsesScope =
       request: ResponsesRequest;
       /** The request as a chat request (continuation legs), or why none can be built. */
       chat: ChatForm;
+      /** The engine's variant of the events, which the gateway's own follow. */
+      dialect: ResponsesDialect;
       bodyBytes: number;
     }
   | { inScope: false; reason: ResponsesSkipReason; detail?: string };
@@ -41,11 +45,9 @@ export function decideResponsesScope(
   raw: Buffer,
   cfg: { continuationModel: string | undefined; engine: Engine; maxContinuationBodyBytes: number; maxJsonDepth?: number },
 ): ResponsesScope {
-  // Only vLLM's event stream is written back (events.ts). SGLang 0.5.23 streams its own variant
-  // (serving_responses.py responses_stream_generator_non_harmony: `rs_`/`msg_` ids, reasoning as summary events
-  // when a summary is asked, message items held back until the end when tools are given, its harmony path for
-  // gpt-oss); llama.cpp's has not been read. Passed through until the writer reproduces them.
-  if (cfg.engine !== 'vllm') return skip('responses-engine-unsupported', cfg.engine);
+  // vLLM 0.33.0's event stream (events.ts) and SGLang 0.5.23's variant (sglang-events.ts; what of it cannot be
+  // continued: sglang-scope.ts) are written back; llama.cpp's has not been read: passed through.
+  if (cfg.engine !== 'vllm' && cfg.engine !== 'sglang') return skip('responses-engine-unsupported', cfg.engine);
   if (raw.length > cfg.maxContinuationBodyBytes) return skip('body-too-large', `${raw.length} bytes`);
   if (exceedsJsonDepth(raw, cfg.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH)) return skip('json-too-deep');
   let payload: JsonObject;
@@ -66,7 +68,10 @@ export function decideResponsesScope(
   const tools = Array.isArray(req.tools) ? req.tools : [];
   const serverTool = tools.find((t) => !FunctionTool.safeParse(t).success);
   if (serverTool !== undefined) return skip('responses-server-tools', toolType(serverTool));
-  return { inScope: true, request: req, chat: toChatRequest(req), bodyBytes: raw.length };
+  if (cfg.engine === 'vllm')
+    return { inScope: true, request: req, chat: toChatRequest(req), dialect: VLLM_RESPONSES, bodyBytes: raw.length };
+  const chat = sglangChatForm(req, toChatRequest(req));
+  return { inScope: true, request: req, chat, dialect: SGLANG_RESPONSES, bodyBytes: raw.length };
 }
 
 function toolType(t: unknown): string {

@@ -4,6 +4,7 @@
 // and the items already finished. Leg 1's reader fills it (leg1-read.ts); the writer of a continuation leg's
 // events reads and extends it (leg2-write.ts).
 import type { JsonObject } from '../../openai/chat';
+import type { ResponsesDialect } from './dialect';
 import type { ItemPlace, Unnumbered } from './events';
 
 export interface OpenItem extends ItemPlace {
@@ -31,6 +32,8 @@ export class ResponsesState {
   constructor(
     /** MAX_CONTINUATION_PREFIX_BYTES: past it the stream cannot be continued anyway (the tracker's cap). */
     readonly maxTextBytes: number,
+    /** The engine's variant of the events, which the gateway's own events follow. */
+    readonly dialect: ResponsesDialect,
   ) {}
 
   /** A new leg 1 attempt's response.created: nothing of an earlier attempt reached the client. */
@@ -61,7 +64,10 @@ export class ResponsesState {
     this.nextOutputIndex = Math.max(this.nextOutputIndex, place.outputIndex + 1);
   }
 
-  /** The next events as the client gets them: numbered on from the last sequence_number. */
+  /**
+   * The next events as the client gets them: numbered on from the last sequence_number (an event that has the
+   * field already, as SGLang's do, keeps its place in the JSON; otherwise it comes last, as vLLM's).
+   */
   numbered(events: readonly Unnumbered[]): string {
     let out = '';
     for (const e of events) {

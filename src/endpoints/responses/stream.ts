@@ -7,7 +7,7 @@ import type { JsonObject } from '../../openai/chat';
 import { type InterruptionInfo, interruptionPayload } from '../../recovery/interruption';
 import type { SseEvent } from '../../sse/parser';
 import type { ObservedEvent } from '../../sse/tracker';
-import { doneItem } from './events';
+import type { ResponsesDialect } from './dialect';
 import { readLeg1Event } from './leg1-read';
 import { type WriteRefusal, writeCompletion, writeLeg2Chunk } from './leg2-write';
 import { ResponsesState } from './state';
@@ -22,8 +22,9 @@ export class ResponsesStream {
     maxTextBytes: number,
     /** Why no continuation can be built from this request (previous_response_id, an item kind): undefined when one can. */
     readonly notContinuable: string | undefined,
+    dialect: ResponsesDialect,
   ) {
-    this.state = new ResponsesState(maxTextBytes);
+    this.state = new ResponsesState(maxTextBytes, dialect);
   }
 
   /** Leg 1's reader (bound: the leg loop calls it per event). */
@@ -48,7 +49,7 @@ export class ResponsesStream {
   failed(info: InterruptionInfo): Buffer {
     const s = this.state;
     const output = [...s.doneItems];
-    if (s.open) output.push({ ...doneItem(s.open, s.open.text), status: 'incomplete' });
+    if (s.open) output.push({ ...s.dialect.doneItem(s.open, s.open.text), status: 'incomplete' });
     const { error } = interruptionPayload(info) as { error: JsonObject };
     const response = { ...(s.base ?? {}), status: 'failed', error, output, usage: null };
     return Buffer.from(s.numbered([{ type: 'response.failed', response }]));

@@ -1,9 +1,11 @@
 // The pure parts of the Responses stream support (src/endpoints/responses): scope, the chat form continuation
 // legs start from, leg 1's events read as tracked state, a continuation's chunks written as the same stream.
 // The end-to-end behaviour is test/e2e/responses.e2e.test.ts.
+import { SGLANG_RESPONSES, VLLM_RESPONSES } from '../../../src/endpoints/responses/dialect';
 import { decideResponsesScope } from '../../../src/endpoints/responses/scope';
 import { ResponsesStream } from '../../../src/endpoints/responses/stream';
 import { toChatRequest } from '../../../src/endpoints/responses/to-chat';
+import type { JsonObject } from '../../../src/openai/chat';
 import { SseParser } from '../../../src/sse/parser';
 import { StreamTracker } from '../../../src/sse/tracker';
 
@@ -26,8 +28,51 @@ describe('scope', () => {
   ])('%s: passed through', (_c, b, reason) => {
     expect(scope(b)).toMatchObject({ inScope: false, reason });
   });
-  test('SGLang: passed through (its own variant of the event stream)', () => {
-    expect(scope(ok, { ...CFG, engine: 'sglang' })).toMatchObject({ inScope: false, reason: 'responses-engine-unsupported' });
+  test('llama.cpp: passed through (its event stream has not been read)', () => {
+    expect(scope(ok, { ...CFG, engine: 'llamacpp' })).toMatchObject({ inScope: false, reason: 'responses-engine-unsupported' });
+  });
+  test('SGLang: in scope, written in its variant; what it would not stream as the chat leg does is not continued', () => {
+    expect(scope(ok, { ...CFG, engine: 'sglang' })).toMatchObject({ inScope: true, dialect: { engine: 'sglang' }, chat: { chat: {} } });
+    const tool = { type: 'function', name: 'f', parameters: {} };
+    const cases: [JsonObject, string | undefined][] = [
+      [{ tools: [tool] }, 'sglang-tools'],
+      [{ tools: [tool], tool_choice: 'none' }, undefined],
+      [{ reasoning: { summary: 'auto' } }, 'reasoning-summary'],
+      [{ include: ['reasoning.encrypted_content'] }, 'encrypted-reasoning'],
+      [
+        {
+          instructions: 'a',
+          input: [
+            { role: 'system', content: 'b' },
+            { role: 'user', content: 'c' },
+          ],
+        },
+        'sglang-system-messages',
+      ],
+      [
+        {
+          input: [
+            { role: 'user', content: 'a' },
+            { role: 'system', content: 'b' },
+          ],
+        },
+        'sglang-system-messages',
+      ],
+      [
+        {
+          input: [
+            { role: 'assistant', content: 'a' },
+            { role: 'assistant', content: 'b' },
+          ],
+        },
+        'sglang-assistant-turns',
+      ],
+      [{ instructions: 'a', input: 'b' }, undefined],
+    ];
+    for (const [extra, why] of cases) {
+      const s = scope({ ...ok, ...extra }, { ...CFG, engine: 'sglang' });
+      expect(s.inScope && s.chat.notContinuable).toBe(why);
+    }
   });
 });
 
@@ -85,7 +130,7 @@ const events = (b: Buffer | string) =>
 
 describe('leg 1 read, a continuation written', () => {
   test('leg 1 tells the tracker its text; the continuation goes on in the same item, then a new message, numbered on', () => {
-    const s = new ResponsesStream(1 << 20, undefined);
+    const s = new ResponsesStream(1 << 20, undefined, VLLM_RESPONSES);
     const t = leg1(s);
     expect(t.reasoning).toBe('Thinking');
     expect(t.id).toBe('resp_1');
@@ -122,7 +167,7 @@ describe('leg 1 read, a continuation written', () => {
   });
 
   test('what the stream cannot carry is refused: a tool call, reasoning after the answer text', () => {
-    const s = new ResponsesStream(1 << 20, undefined);
+    const s = new ResponsesStream(1 << 20, undefined, VLLM_RESPONSES);
     leg1(s);
     expect(s.leg2Chunk(chunk({ tool_calls: [{ index: 0, function: { name: 'f' } }] }), undefined)).toBe('tool-call');
     s.leg2Chunk(chunk({ content: 'x' }), undefined);
@@ -130,7 +175,7 @@ describe('leg 1 read, a continuation written', () => {
   });
 
   test('response.failed: the interruption error, the cut item incomplete, the next sequence number', () => {
-    const s = new ResponsesStream(1 << 20, 'previous-response-id');
+    const s = new ResponsesStream(1 << 20, 'previous-response-id', VLLM_RESPONSES);
     leg1(s);
     const [failed] = events(s.failed({ requestId: 'r1', deliveredOutputTokens: 2, reason: 'responses-input-unsupported' }));
     expect(failed).toMatchObject({ type: 'response.failed', sequence_number: 6 });
@@ -143,5 +188,49 @@ describe('leg 1 read, a continuation written', () => {
     expect(failed.response.output).toEqual([
       { id: 'rs1', type: 'reasoning', summary: [], content: [{ type: 'reasoning_text', text: 'Thinking' }], status: 'incomplete' },
     ]);
+  });
+});
+
+describe('SGLang 0.5.23: the continuation in its variant of the events', () => {
+  // Golden lines: orjson.dumps(event.model_dump()) of the openai 3.57.0 types SGLang's serving_responses.py builds
+  // (run in the fidelity venv, /work/main/.venv-fidelity; ids and sequence numbers as below): byte for byte.
+  const GOLDEN = [
+    '{"content_index":0,"item_id":"rs1","output_index":0,"sequence_number":6,"text":"Thinking","type":"response.reasoning_text.done"}',
+    '{"content_index":0,"item_id":"rs1","output_index":0,"part":{"text":"Thinking","type":"reasoning_text"},"sequence_number":7,"type":"response.content_part.done"}',
+    '{"item":{"id":"rs1","summary":[],"type":"reasoning","content":[{"text":"Thinking","type":"reasoning_text"}],"encrypted_content":null,"status":"completed"},"output_index":0,"sequence_number":8,"type":"response.output_item.done"}',
+    '{"item":{"id":"msg_X","content":[],"role":"assistant","status":"in_progress","type":"message","phase":"final_answer"},"output_index":1,"sequence_number":9,"type":"response.output_item.added"}',
+    '{"content_index":0,"item_id":"msg_X","output_index":1,"part":{"annotations":[],"text":"","type":"output_text","logprobs":null},"sequence_number":10,"type":"response.content_part.added"}',
+    '{"content_index":0,"delta":"hi","item_id":"msg_X","logprobs":[],"output_index":1,"sequence_number":11,"type":"response.output_text.delta"}',
+  ];
+  const lines = (b: Buffer | string) =>
+    String(b)
+      .split('\n\n')
+      .filter((x) => x.startsWith('event: '))
+      .map((x) =>
+        x
+          .split('\n')[1]
+          .slice(6)
+          .replace(/msg_[0-9a-f]{32}/g, 'msg_X'),
+      );
+
+  test('the events are the pydantic dumps SGLang writes, in their field order; the last one response.incomplete at the budget', () => {
+    const s = new ResponsesStream(1 << 20, undefined, SGLANG_RESPONSES);
+    leg1(s);
+    expect(lines(s.leg2Chunk(chunk({ content: 'hi' }), undefined) as Buffer)).toEqual(GOLDEN);
+    const usage = { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7, reasoning_tokens: 2 };
+    s.leg2Chunk(chunk({}, 'length'), usage);
+    const end = events(s.leg2Done()).at(-1);
+    expect(end.type).toBe('response.incomplete');
+    expect(Object.keys(end)).toEqual(['type', 'response', 'sequence_number']);
+    expect(end.response).toMatchObject({
+      id: 'resp_1',
+      status: 'incomplete',
+      error: null,
+      incomplete_details: { reason: 'max_output_tokens' },
+      // _is_text_only: a reasoning item in the output leaves `text` unset.
+      text: null,
+      usage: { input_tokens: 3, input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 }, output_tokens: 4, total_tokens: 7 },
+    });
+    expect(end.response.output.map((o: { type: string }) => o.type)).toEqual(['reasoning', 'message']);
   });
 });
