@@ -44,9 +44,12 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
   }
 }
 
+/** The sum of a counter's series whose labels begin with `labels` (further labels, e.g. `continuation`, may follow). */
 function counter(metrics: string, name: string, labels: string): number {
-  const line = metrics.split('\n').find((l) => l.startsWith(`${name}{${labels}} `));
-  return line ? Number(line.split(' ').pop()) : 0;
+  return metrics
+    .split('\n')
+    .filter((l) => l.startsWith(`${name}{${labels}} `) || l.startsWith(`${name}{${labels},`))
+    .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
 }
 
 describeWithDocker('deploy/docker-compose.yaml on a Docker engine (testcontainers)', () => {

@@ -34,7 +34,12 @@ for (const dialect of ['sglang', 'vllm'] as const) {
   describe(`${dialect}: one finish, well formed`, () => {
     let stack: TestStack;
     beforeAll(async () => {
-      stack = await startTestStack({ engine: { dialect }, env: dialect === 'vllm' ? { CONTINUATION_ENGINE: 'vllm' } : {} });
+      // The text path's continuation: the fake engine's leg 2 by token ids (/v1/completions with a prompt of
+      // ids) injects no faults, so the faults on the continuation are exercised where they can be injected.
+      stack = await startTestStack({
+        engine: { dialect },
+        env: dialect === 'vllm' ? { CONTINUATION_ENGINE: 'vllm', TOKEN_IDS_CONTINUATION: 'false' } : {},
+      });
     });
     afterAll(async () => stack?.stop());
     beforeEach(() => resetFaults());

@@ -48,6 +48,7 @@ describe('TOKENIZER: a continuation counted in process', () => {
       legs: 2,
       recovered_tokens: expected,
       method: 'tokenizer',
+      path: 'template',
       dialect: null,
       prompt: 'leg2-minus-prefix',
     });

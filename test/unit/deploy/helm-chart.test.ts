@@ -171,7 +171,7 @@ describeHelm('the chart on a first install', () => {
       const side = [...(t.initContainers ?? []), ...t.containers].find((c: any) => c.name === 'continuation-sidecar');
       for (const e of side.env) names.add(e.name);
     }
-    expect(names.size).toBe(24);
+    expect(names.size).toBe(26);
     for (const name of names) {
       const r = await run(helm, ['template', 'gw', CHART, '--set', `extraEnv.${name}=x`]);
       expect([name, r.code, r.out]).toEqual([name, 1, expect.stringContaining(`extraEnv.${name}: the chart sets ${name}`)]);
