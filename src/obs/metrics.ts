@@ -217,8 +217,9 @@ export class Metrics {
     this.refusals.inc({ reason, phase });
   }
 
-  malformedEvent(): void {
-    this.malformed.inc();
+  /** `n` malformed events (the parser's skipped empty `data:` events come counted at the leg's end). */
+  malformedEvent(n = 1): void {
+    if (n > 0) this.malformed.inc(n);
   }
 
   /** An engine event after the leg's finish_reason or [DONE], dropped (src/sse/finish-gate.ts). */

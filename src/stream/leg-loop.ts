@@ -117,6 +117,7 @@ export async function readLeg(reader: LegReader, h: LegHooks): Promise<LegOutcom
   } finally {
     reader.fence();
     h.metrics.engineCommentsDropped(after.commentsDropped + reader.commentsSkipped);
+    h.metrics.malformedEvent(reader.emptyDataSkipped);
   }
 }
 

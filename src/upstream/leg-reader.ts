@@ -126,6 +126,11 @@ export class LegReader implements LegBodySink {
     });
   }
 
+  /** Empty `data:` events the parser skipped (at most one per chunk is read; each counts as malformed). */
+  get emptyDataSkipped(): number {
+    return this.parser.emptyDataSkipped;
+  }
+
   /** Comment-only events the parser skipped (at most one per chunk is read: src/sse/keep-alives.ts). */
   get commentsSkipped(): number {
     return this.parser.commentsSkipped;

@@ -236,6 +236,9 @@ export async function startRealStack(replicas: LlamaReplica[], env: Record<strin
     // text). REAL_ENGINE_CONTINUATION_MODEL=generic reproduces the <think></think> measurements.
     CONTINUATION_MODEL: process.env.REAL_ENGINE_CONTINUATION_MODEL ?? 'SmolLM2-135M-Instruct',
     CONTINUATION_ENGINE: 'llamacpp',
+    // These suites measure the text path (the served template, the table, the counts); the continuation by
+    // token ids, on by default for llama.cpp, has its own (token-ids.test.ts sets it back to auto).
+    TOKEN_IDS_CONTINUATION: 'false',
     STALL_IDLE_TIMEOUT_SECONDS: '3',
     ...Object.fromEntries(Object.entries(env).map(([k, v]) => [k, v.replace('{egress}', egress)])),
   };

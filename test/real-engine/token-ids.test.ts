@@ -120,6 +120,7 @@ describeReal.each(VARIANTS)('continuation by token ids on a real llama-server: $
     const routed = proxies.map((p) => ({ port: p.port })) as unknown as LlamaReplica[];
     // TOKENIZE_URL: the text path's count (the cuts that go by text) exact, as the other suites run it.
     stack = await startRealStack(routed, {
+      TOKEN_IDS_CONTINUATION: 'auto',
       MAX_STALL_SECONDS: '120',
       STALL_IDLE_TIMEOUT_SECONDS: '60',
       TOKENIZE_URL: '{egress}/tokenize',

@@ -430,6 +430,20 @@ describe('boundedNonEvents (the leg reader: issue 39)', () => {
     expect(view(p.push(Buffer.from(': ka\n\n: ka\n\n')))).toEqual([{ raw: ': ka\n\n', data: null }]);
   });
 
+  it('a flood of empty data events: one per push returned, the rest skipped and counted; other events all returned', () => {
+    const p = new SseParser(true);
+    const flood = Buffer.from('data:\n\n'.repeat(10_000));
+    const evs = p.push(Buffer.concat([flood, Buffer.from('data: a\n\n'), flood, Buffer.from('event: x\ndata:\n\n')]));
+    expect(view(evs)).toEqual([
+      { raw: 'data:\n\n', data: '' },
+      { raw: 'data: a\n\n', data: 'a' },
+      { raw: 'event: x\ndata:\n\n', data: '', event: 'x' },
+    ]);
+    expect(p.emptyDataSkipped).toBe(19_999);
+    expect(p.bufferedBytes).toBe(0);
+    expect(view(p.push(Buffer.from('data:\n\ndata:\n\n')))).toEqual([{ raw: 'data:\n\n', data: '' }]);
+  });
+
   it('blank lines before any field are dropped, not kept for the next event: nothing buffered for them', () => {
     const p = new SseParser(true);
     expect(p.push(Buffer.from('\n'.repeat(100_000)))).toEqual([]);
