@@ -254,6 +254,7 @@ if ('skip' in located) {
           legs: 2,
           recovered_tokens: expect.any(Number),
           method: 'tokenizer',
+          path: 'template',
           dialect: null,
           prompt: 'template',
         });

@@ -200,6 +200,7 @@ if ('skip' in located) {
         legs: 2,
         recovered_tokens: expect.any(Number),
         method: 'tokenizer',
+        path: 'template',
         dialect: null,
         prompt: 'leg2-minus-prefix',
       });
@@ -220,6 +221,7 @@ if ('skip' in located) {
           legs: 2,
           recovered_tokens: expect.any(Number),
           method: 'tokenizer',
+          path: 'template',
           dialect: null,
           prompt: 'template',
         });
