@@ -16,7 +16,8 @@ import { LegReader } from '../../upstream/leg-reader';
 import type { LedgerState, Leg1IdLedger } from './leg1-ledger';
 import { type IdsLeg2Host, type IdsLeg2Progress, relayIdsLeg2 } from './leg2-relay';
 import { planIdsLeg2 } from './leg2-request';
-import { llamaPromptIds } from './prompt-ids';
+import { fillMarkerHole, markerHoleText } from './marker-hole';
+import { llamaPromptIds, llamaTextIds } from './prompt-ids';
 import { RawSplitter } from './raw-split';
 
 /** What the text path's hooks give this leg (continuation.ts): send and check the head, then judge. */
@@ -43,17 +44,44 @@ export function splitterFor(r: Pick<ContinuationPort, 'tracker' | 'continuationM
   return new RawSplitter('reasoning', format.close);
 }
 
+/** Where the engine is asked (its tokenizer, its template), away from the replica that failed when the router can. */
+function engineAsk(r: ContinuationPort) {
+  const deadline = AbortSignal.timeout(r.config.tokenizeTimeoutMs);
+  return {
+    baseUrl: r.config.continuationUrl.replace(/\/+$/, ''),
+    headers: r.lastHost ? { [AVOID_HOST_HEADER]: r.lastHost } : undefined,
+    signal: AbortSignal.any([deadline, r.cancellation.signal]),
+  };
+}
+
 async function promptIdsOf(r: ContinuationPort, ledger: Leg1IdLedger, promptIds: readonly number[] | null) {
   if (promptIds) return { ids: promptIds };
   if (ledger.ask.engine !== 'llamacpp') return { failed: 'no-prompt-ids' };
-  const deadline = AbortSignal.timeout(r.config.tokenizeTimeoutMs);
-  return llamaPromptIds({
-    baseUrl: r.config.continuationUrl.replace(/\/+$/, ''),
-    original: r.req.payload as JsonObject,
-    headers: r.lastHost ? { [AVOID_HOST_HEADER]: r.lastHost } : undefined,
-    signal: AbortSignal.any([deadline, r.cancellation.signal]),
-  });
+  return llamaPromptIds({ ...engineAsk(r), original: r.req.payload as JsonObject });
 }
+
+/**
+ * llama-server's stream left out the closing marker's ids (marker-hole.ts): they are the engine's tokenization
+ * of the marker's text, taken only when exactly as many as the engine said are missing. The ledger keeps them.
+ */
+async function fillHole(r: ContinuationPort, ledger: Leg1IdLedger, state: CompleteLedger): Promise<CompleteLedger | { fallback: string }> {
+  const hole = state.markerHole;
+  if (!hole) return state;
+  const close = selectFamily(r.continuationModel ?? '').family;
+  if (!close.reasoning || close.name === 'generic') return { fallback: 'marker-hole-no-marker' };
+  const text = markerHoleText(hole, r.tracker.reasoning, close.reasoning.close);
+  if ('fallback' in text) return text;
+  const tokenized = await llamaTextIds(engineAsk(r), text.text);
+  if ('failed' in tokenized) return { fallback: `marker-hole-${tokenized.failed}` };
+  const filled = fillMarkerHole(state.generatedIds, hole, tokenized.ids);
+  if ('fallback' in filled) return filled;
+  ledger.fillMarkerHole(tokenized.ids);
+  r.log.info({ decision: 'TOKEN_IDS_MARKER_HOLE', ids: hole.missing }, "the closing marker's ids, not streamed, taken from the engine's tokenizer");
+  const after = ledger.state();
+  return after.kind === 'complete' ? after : { fallback: after.reason };
+}
+
+type CompleteLedger = Extract<LedgerState, { kind: 'complete' }>;
 
 /** Continuation leg `n` by ids, or why it cannot go by ids (the text path follows). */
 export async function runTokenIdsLeg<Result>(
@@ -62,13 +90,17 @@ export async function runTokenIdsLeg<Result>(
   ledger: Leg1IdLedger,
   steps: LegSteps<Result>,
 ): Promise<{ result: Result; sent?: RecoveredTokens } | { fallback: string }> {
-  const state = ledger.state();
-  if (state.kind === 'gap') return { fallback: state.reason };
+  const recorded = ledger.state();
+  if (recorded.kind === 'gap') return { fallback: recorded.reason };
   const shape = ledger.shape();
   if (!shape) return { fallback: 'no-text-chunk' };
   if (r.tracker.toolCallsSeen) return { fallback: 'tool-call-seen' };
   const splitter = splitterFor(r);
   if ('fallback' in splitter) return splitter;
+  const holeIds = recorded.markerHole?.missing ?? 0;
+  const state = await fillHole(r, ledger, recorded);
+  if (r.cancellation.cancelled) return { result: steps.cancelled };
+  if ('fallback' in state) return state;
   const prompt = await promptIdsOf(r, ledger, state.promptIds);
   if (r.cancellation.cancelled) return { result: steps.cancelled };
   if ('failed' in prompt) return { fallback: `prompt-ids-${prompt.failed}` };
@@ -89,6 +121,8 @@ export async function runTokenIdsLeg<Result>(
     phase: splitter.current,
     prompt_ids: prompt.ids.length,
     delivered_ids: delivered,
+    // Of those, the closing marker's that the stream never carried, from the engine's tokenizer (marker-hole.ts).
+    ...(holeIds > 0 ? { tokenized_marker_ids: holeIds } : {}),
     budget_remaining: plan.remaining,
   });
   const opened = await steps.send(plan.path, plan.body);
@@ -105,7 +139,7 @@ export async function runTokenIdsLeg<Result>(
 }
 
 /** What the leg recovers, counted from the ids (the request_end record). */
-function recoveredOf(promptTokens: number, state: Extract<LedgerState, { kind: 'complete' }>): RecoveredTokens {
+function recoveredOf(promptTokens: number, state: CompleteLedger): RecoveredTokens {
   const total = state.generatedIds.length;
   const reasoning = Math.min(state.reasoningIds, total);
   return {

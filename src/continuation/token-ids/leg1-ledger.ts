@@ -4,9 +4,12 @@
 // its id comes with an empty delta and its bytes with a later one, vllm/v1/engine/detokenizer.py decode_next),
 // so the ids always cover exactly the text the client has: the cut is always between whole tokens. Where the
 // engine's own count says an id never came (llama-server sends no chunk for a token ending mid-character or one
-// its chat parser held back), the ledger has a gap and a continuation goes by text instead: never a guess.
+// its chat parser held back), the ledger has a gap and a continuation goes by text instead: never a guess. The
+// one exception is the hole llama-server's reasoning parser leaves where it consumed the closing marker: it is
+// recorded with what surrounds it (marker-hole.ts), for the leg to fill from the engine's tokenizer or not at all.
 import { isObject, type JsonObject } from '../../openai/chat';
 import type { Leg1IdsAsk } from './leg1-request';
+import type { MarkerHole } from './marker-hole';
 
 export type LedgerState =
   | {
@@ -15,6 +18,8 @@ export type LedgerState =
       generatedIds: readonly number[];
       /** Of those, the ids of chunks whose delta was reasoning (an ids-only chunk counts in the phase it came in). */
       reasoningIds: number;
+      /** llama-server: the ids its stream did not carry where the reasoning closed (null: none missing). */
+      markerHole: MarkerHole | null;
     }
   | { kind: 'gap'; reason: string };
 
@@ -42,14 +47,22 @@ function readVllm(chunk: JsonObject): { prompt?: number[]; ids: number[] | null;
   return { prompt, ids: c ? idList(c.token_ids) : null, text: hasText(c) };
 }
 
-/** llama-server: each logprobs entry's `id`, and the engine's count of tokens generated so far. */
-function readLlama(chunk: JsonObject): { ids: number[] | null; text: boolean; predicted?: number } {
+/** llama-server: each logprobs entry's `id` and text (`token`), and the engine's count of tokens generated so far. */
+function readLlama(chunk: JsonObject): { ids: number[] | null; pieces: string | null; text: boolean; predicted?: number } {
   const c = choice0(chunk);
   const lp = c && isObject(c.logprobs) && Array.isArray(c.logprobs.content) ? c.logprobs.content : null;
   const ids = lp ? idList(lp.map((e) => (isObject(e) ? e.id : undefined))) : null;
+  const pieces = lp?.every((e) => isObject(e) && typeof e.token === 'string') ? lp.map((e) => (e as JsonObject).token).join('') : null;
   const t = isObject(chunk.timings) ? chunk.timings.predicted_n : undefined;
-  return { ids, text: hasText(c), predicted: Number.isInteger(t) ? (t as number) : undefined };
+  return { ids, pieces, text: hasText(c), predicted: Number.isInteger(t) ? (t as number) : undefined };
 }
+
+const deltaOf = (chunk: JsonObject): JsonObject => {
+  const c = choice0(chunk);
+  return c && isObject(c.delta) ? c.delta : {};
+};
+const reasoningText = (d: JsonObject): string =>
+  (typeof d.reasoning_content === 'string' ? d.reasoning_content : '') + (typeof d.reasoning === 'string' ? d.reasoning : '');
 
 export class Leg1IdLedger {
   private prompt: number[] | null = null;
@@ -57,6 +70,11 @@ export class Leg1IdLedger {
   private gap: string | null = null;
   private reasoningIds = 0;
   private inReasoning = false;
+  /** llama-server, until the first content: the text of every token received (to place a marker hole; null: a
+   * token came without its text). */
+  private pieces: string | null = '';
+  private sawContent = false;
+  private markerHole: MarkerHole | null = null;
   /** The last chunk that carried text, as the engine sent it: the shape leg 2's chunks take (client-chunks.ts). */
   private lastText: JsonObject | null = null;
 
@@ -70,6 +88,9 @@ export class Leg1IdLedger {
     this.lastText = null;
     this.reasoningIds = 0;
     this.inReasoning = false;
+    this.pieces = '';
+    this.sawContent = false;
+    this.markerHole = null;
   }
 
   /** Leg 1's last text chunk as the client got it (null: none yet). */
@@ -84,6 +105,15 @@ export class Leg1IdLedger {
     this.gap ??= 'after-text-leg';
   }
 
+  /** The marker hole's ids, as the leg found them (marker-hole.ts): they take their place for any further leg. */
+  fillMarkerHole(ids: readonly number[]): void {
+    const hole = this.markerHole;
+    if (!hole || ids.length !== hole.missing) return;
+    this.generated.splice(hole.at, 0, ...ids);
+    this.reasoningIds += ids.length;
+    this.markerHole = null;
+  }
+
   /** A continuation leg by ids delivered these too: a further leg continues after them (or by text, after a gap). */
   extend(ids: readonly number[], complete: boolean): void {
     for (const id of ids) this.generated.push(id);
@@ -92,7 +122,13 @@ export class Leg1IdLedger {
 
   state(): LedgerState {
     if (this.gap) return { kind: 'gap', reason: this.gap };
-    return { kind: 'complete', promptIds: this.prompt, generatedIds: this.generated, reasoningIds: this.reasoningIds };
+    return {
+      kind: 'complete',
+      promptIds: this.prompt,
+      generatedIds: this.generated,
+      reasoningIds: this.reasoningIds,
+      markerHole: this.markerHole,
+    };
   }
 
   /** One chunk of leg 1 as the engine sent it (before it is stripped). */
@@ -102,8 +138,8 @@ export class Leg1IdLedger {
     if (hasText(c)) this.lastText = chunk;
     const before = this.generated.length;
     this.observeIds(chunk);
-    const d = c && isObject(c.delta) ? c.delta : {};
-    const reasoning = ['reasoning_content', 'reasoning'].some((k) => typeof d[k] === 'string' && d[k] !== '');
+    const d = deltaOf(chunk);
+    const reasoning = reasoningText(d) !== '';
     const content = typeof d.content === 'string' && d.content !== '';
     if (reasoning || content) this.inReasoning = reasoning && !content;
     if (this.inReasoning) this.reasoningIds += this.generated.length - before;
@@ -112,10 +148,27 @@ export class Leg1IdLedger {
   private observeIds(chunk: JsonObject): void {
     if (this.ask.engine === 'vllm') return this.observeVllm(chunk);
     const r = readLlama(chunk);
+    const before = this.generated.length;
     if (r.ids) for (const id of r.ids) this.generated.push(id);
     else if (r.text) this.gap = 'chunk-without-ids';
+    const d = deltaOf(chunk);
+    const content = typeof d.content === 'string' ? d.content : '';
+    const firstContent = !this.sawContent && content !== '';
+    if (content !== '') this.sawContent = true;
+    if (this.gap || r.predicted === undefined) return;
     // predicted_n counts this chunk's token too; fewer ids than that: a token went out with no chunk.
-    if (!this.gap && r.predicted !== undefined && r.predicted !== this.generated.length) this.gap = 'ids-missing';
+    const missing = r.predicted - this.generated.length - (this.markerHole?.missing ?? 0);
+    if (missing === 0) {
+      if (!this.sawContent && this.pieces !== null) this.pieces = r.pieces === null ? null : this.pieces + r.pieces;
+      return;
+    }
+    // The reasoning parser's hole: ids missing just before the first content, after reasoning, with nothing else
+    // in this chunk (the chunk that releases held text mid-reasoning, or a mid-character token, is a gap).
+    const closesReasoning =
+      firstContent && this.reasoningIds > 0 && missing > 0 && reasoningText(d) === '' && r.ids?.length === 1;
+    if (!closesReasoning || r.pieces === null || this.pieces === null) return void (this.gap = 'ids-missing');
+    this.markerHole = { at: before, missing, piecesBefore: this.pieces, pieceAfter: r.pieces, contentAfter: content };
+    this.pieces = '';
   }
 
   private observeVllm(chunk: JsonObject): void {

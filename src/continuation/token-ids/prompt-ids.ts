@@ -14,7 +14,7 @@ export interface PromptIdsAsk {
   readonly signal: AbortSignal;
 }
 
-async function postJson(url: string, body: unknown, ask: PromptIdsAsk): Promise<JsonObject | null> {
+async function postJson(url: string, body: unknown, ask: Omit<PromptIdsAsk, 'original'>): Promise<JsonObject | null> {
   const res = await request(url, {
     method: 'POST',
     body: JSON.stringify(body),
@@ -33,6 +33,20 @@ export async function llamaPromptIds(ask: PromptIdsAsk): Promise<{ ids: number[]
     const applied = await postJson(`${ask.baseUrl}/apply-template`, ask.original, ask);
     if (!applied || typeof applied.prompt !== 'string') return { failed: 'apply-template' };
     const tokenized = await postJson(`${ask.baseUrl}/tokenize`, { content: applied.prompt, add_special: true, parse_special: true }, ask);
+    const ids = tokenized ? idList(tokenized.tokens) : null;
+    return ids && ids.length > 0 ? { ids } : { failed: 'tokenize' };
+  } catch {
+    return { failed: ask.signal.aborted ? 'timeout' : 'unreachable' };
+  }
+}
+
+/**
+ * The engine's ids for a piece of generated text (the marker hole's: marker-hole.ts): `/tokenize` with no BOS
+ * added and special tokens parsed, as the model's own output of a special token (a real R1's `</think>`) is one id.
+ */
+export async function llamaTextIds(ask: Omit<PromptIdsAsk, 'original'>, text: string): Promise<{ ids: number[] } | { failed: string }> {
+  try {
+    const tokenized = await postJson(`${ask.baseUrl}/tokenize`, { content: text, add_special: false, parse_special: true }, ask);
     const ids = tokenized ? idList(tokenized.tokens) : null;
     return ids && ids.length > 0 ? { ids } : { failed: 'tokenize' };
   } catch {
