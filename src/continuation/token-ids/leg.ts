@@ -76,7 +76,10 @@ async function fillHole(r: ContinuationPort, ledger: Leg1IdLedger, state: Comple
   const filled = fillMarkerHole(state.generatedIds, hole, tokenized.ids);
   if ('fallback' in filled) return filled;
   ledger.fillMarkerHole(tokenized.ids);
-  r.log.info({ decision: 'TOKEN_IDS_MARKER_HOLE', ids: hole.missing }, "the closing marker's ids, not streamed, taken from the engine's tokenizer");
+  r.log.info(
+    { decision: 'TOKEN_IDS_MARKER_HOLE', ids: hole.missing },
+    "the closing marker's ids, not streamed, taken from the engine's tokenizer",
+  );
   const after = ledger.state();
   return after.kind === 'complete' ? after : { fallback: after.reason };
 }

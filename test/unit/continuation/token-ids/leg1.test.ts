@@ -47,7 +47,7 @@ describe('the ledger of leg 1 ids', () => {
     expect(l.strip(held)).toBe('drop');
     const text = { id: 'c', choices: [{ index: 0, delta: { content: 'é' }, logprobs: null, finish_reason: null, token_ids: [8] }] };
     l.observe(text);
-    expect(l.state()).toEqual({ kind: 'complete', promptIds: [1, 2], generatedIds: [7, 8], reasoningIds: 0 });
+    expect(l.state()).toEqual({ kind: 'complete', promptIds: [1, 2], generatedIds: [7, 8], reasoningIds: 0, markerHole: null });
     expect(l.shape()).toEqual({
       id: 'c',
       choices: [{ index: 0, delta: { content: 'é' }, logprobs: null, finish_reason: null, token_ids: null }],
@@ -59,7 +59,7 @@ describe('the ledger of leg 1 ids', () => {
     l.observe({ choices: [{ delta: { content: 'a' } }] });
     expect(l.state()).toEqual({ kind: 'gap', reason: 'chunk-without-ids' });
     l.reset();
-    expect(l.state()).toEqual({ kind: 'complete', promptIds: null, generatedIds: [], reasoningIds: 0 });
+    expect(l.state()).toEqual({ kind: 'complete', promptIds: null, generatedIds: [], reasoningIds: 0, markerHole: null });
   });
 
   test('the ids of reasoning chunks are counted as reasoning (an ids-only chunk in the phase it came in)', () => {
