@@ -33,6 +33,7 @@ const body = (k: number) => ({
   stream: true,
   temperature: 0,
   max_tokens: 400,
+  stream_options: { include_usage: true },
   messages: [{ role: 'user', content: PROMPTS[k % PROMPTS.length] }],
 });
 
@@ -44,7 +45,12 @@ if ('skip' in located) {
 } else {
   const assets = located.assets;
 
-  describe(`real engine crash under load: llama-server (${assets.version}), ${STREAMS} streams`, () => {
+  // The text path (the suite's default, support.ts), and continuation by token ids (issue 34): leg 1 asked for its
+  // ids, every continued stream's leg 2 prompted with them.
+  describe.each([
+    { path: 'template', env: {} as Record<string, string> },
+    { path: 'token-ids', env: { TOKEN_IDS_CONTINUATION: 'auto' } },
+  ])(`real engine crash under load: llama-server (${assets.version}), ${STREAMS} streams, continued by $path`, ({ path, env }) => {
     let replicas: LlamaReplica[];
     let stack: RealStack;
 
@@ -52,7 +58,7 @@ if ('skip' in located) {
       // Four slots per replica, so that all 8 streams generate at once (a batch of 4 on each).
       replicas = await startReplicas(assets, 2, { parallel: 4, ctxSize: 4096 });
       // Default admission, brake and queue settings: only the timers of the suite are shortened.
-      stack = await startRealStack(replicas, { STALL_IDLE_TIMEOUT_SECONDS: '3', LOG_LEVEL: 'info' });
+      stack = await startRealStack(replicas, { STALL_IDLE_TIMEOUT_SECONDS: '3', LOG_LEVEL: 'info', ...env });
     }, 300_000);
 
     afterAll(async () => {
@@ -107,10 +113,13 @@ if ('skip' in located) {
       }
       const continued = stack.logs.filter((l) => l.decision === 'SUCCEEDED').length;
       expect(continued).toBe(onVictim);
+      // Every continued stream says how: all by the path this stack runs.
+      const paths = results.map((r) => r.usage?.continuation?.path).filter((p) => p !== undefined);
+      expect(paths).toEqual(Array(onVictim).fill(path));
       expect(stack.logs.filter((l) => l.decision === 'RECOVERY_REFUSED')).toEqual([]);
       const equal = results.filter((r, k) => r.content === greedy[k % PROMPTS.length]).length;
       process.stdout.write(
-        `\n[real-engine] crash under load: ${STREAMS}/${STREAMS} complete, ${onVictim} continued on the survivor, stitched == uninterrupted ${equal}/${STREAMS} (temperature 0, batched decoding)\n`,
+        `\n[real-engine] crash under load (${path}): ${STREAMS}/${STREAMS} complete, ${onVictim} continued on the survivor, stitched == uninterrupted ${equal}/${STREAMS} (temperature 0, batched decoding)\n`,
       );
     });
   });

@@ -165,7 +165,10 @@ export class Leg1IdLedger {
     // The reasoning parser's hole: ids missing just before the first content, after reasoning, with nothing else
     // in this chunk (the chunk that releases held text mid-reasoning, or a mid-character token, is a gap).
     const closesReasoning = firstContent && this.reasoningIds > 0 && missing > 0 && reasoningText(d) === '' && r.ids?.length === 1;
-    if (!closesReasoning || r.pieces === null || this.pieces === null) return void (this.gap = 'ids-missing');
+    if (!closesReasoning || r.pieces === null || this.pieces === null) {
+      this.gap = 'ids-missing';
+      return;
+    }
     this.markerHole = { at: before, missing, piecesBefore: this.pieces, pieceAfter: r.pieces, contentAfter: content };
     this.pieces = '';
   }
