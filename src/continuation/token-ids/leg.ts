@@ -75,11 +75,8 @@ async function fillHole(r: ContinuationPort, ledger: Leg1IdLedger, state: Comple
   if ('failed' in tokenized) return { fallback: `marker-hole-${tokenized.failed}` };
   const filled = fillMarkerHole(state.generatedIds, hole, tokenized.ids);
   if ('fallback' in filled) return filled;
+  // The ATTEMPT record that follows says how many (`tokenized_marker_ids`).
   ledger.fillMarkerHole(tokenized.ids);
-  r.log.info(
-    { decision: 'TOKEN_IDS_MARKER_HOLE', ids: hole.missing },
-    "the closing marker's ids, not streamed, taken from the engine's tokenizer",
-  );
   const after = ledger.state();
   return after.kind === 'complete' ? after : { fallback: after.reason };
 }
