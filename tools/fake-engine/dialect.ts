@@ -76,6 +76,14 @@ function stopExtra(ctx: ChunkContext, finish: string): Record<string, unknown> {
   return ctx.dialect === 'sglang' ? { matched_stop: finish === 'stop' ? SGLANG_STOP_TOKEN_ID : null } : { stop_reason: null };
 }
 
+/**
+ * vLLM with return_token_ids: a token its reasoning parser held back (no delta) still gets a chunk, `delta: {}`,
+ * to carry its ids (chat_completion/serving.py: "we still need to send a chunk even if delta_message is None").
+ */
+export function idsOnlyChunk(ctx: ChunkContext, ids: number[]) {
+  return envelope(ctx, [{ ...choice(ctx, {}, null), token_ids: ids }]);
+}
+
 export function finishChunk(ctx: ChunkContext, finish: string) {
   return envelope(ctx, [choice(ctx, {}, finish, stopExtra(ctx, finish))]);
 }

@@ -18,6 +18,11 @@ export interface Plan {
   reasoningTokens?: number;
   finish: 'stop' | 'length' | 'tool_calls';
   promptTokens: number;
+  /**
+   * A family's answer: the raw token behind each delta (markers included), whose ids vLLM's return_token_ids
+   * carries. Set for a first leg without a tool call; unset, a delta's own text is its token.
+   */
+  raw?: string[];
 }
 
 export type PlanResult = { ok: true; plan: Plan } | { ok: false; status: number; message: string };
@@ -239,11 +244,19 @@ function planFamilyAnswer(
     deltas.push({ kind: 'tool-start', id: `${toolCall.id}_${randomBytes(3).toString('hex')}`, name: toolCall.name });
     for (const text of toolCall.argumentChunks) deltas.push({ kind: 'tool-args', text });
   }
+  // One delta per raw token (splitTokens), so the raw tokens line up with the deltas of a first leg.
+  const rawOf = (n: number) => (continuation || toolCall ? {} : { raw: raw.slice(0, n) });
   const max = maxTokens(body);
   if (max !== undefined && deltas.length > max) {
-    return { ok: true, plan: { continuation, deltas: deltas.slice(0, max), finish: 'length', promptTokens, reasoningTokens } };
+    return {
+      ok: true,
+      plan: { continuation, deltas: deltas.slice(0, max), finish: 'length', promptTokens, reasoningTokens, ...rawOf(max) },
+    };
   }
-  return { ok: true, plan: { continuation, deltas, finish: toolCall ? 'tool_calls' : 'stop', promptTokens, reasoningTokens } };
+  return {
+    ok: true,
+    plan: { continuation, deltas, finish: toolCall ? 'tool_calls' : 'stop', promptTokens, reasoningTokens, ...rawOf(deltas.length) },
+  };
 }
 
 /**

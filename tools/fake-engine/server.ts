@@ -2,6 +2,7 @@
 // replica, deterministic so that end-to-end tests can compare stitched answers byte for byte.
 import http from 'node:http';
 import type { Socket } from 'node:net';
+import { selectFamily } from '../../src/families/select';
 import { answerFor, withoutTrailingAssistant } from './answer';
 import { sendCompletion } from './completion';
 import { type Dialect, errorBody } from './dialect';
@@ -68,6 +69,12 @@ export interface FakeEngineOptions {
   chatTemplate?: TemplateModelOptions;
   /** /tokenize (and /apply-template) answers this many ms late: an engine too slow for TOKENIZE_TIMEOUT_MS. */
   tokenizeDelayMs?: number;
+  /**
+   * vLLM's return_token_ids for a family's answer too (default: the generic family's only): one id per raw token,
+   * markers included, a token the reasoning parser held back on a chunk `delta: {}` of its own (as vLLM sends it:
+   * chat_completion/serving.py); the leg by ids (token-completion.ts) then continues the raw answer.
+   */
+  familyTokenIds?: boolean;
 }
 
 export type TokenizerDialect = 'sglang' | 'vllm' | 'llamacpp';
@@ -224,10 +231,14 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       // flag (entrypoints/openai/utils.py L250-264).
       continuousUsage:
         body.stream_options?.continuous_usage_stats === true && (dialect === 'sglang' || body.stream_options?.include_usage === true),
-      // Only the generic family's answers are read back from ids (token-completion.ts); the others ignore the field,
-      // as an engine that predates it: the gateway then finds no ids and continues by text.
+      // The generic family's answers are read back from ids (token-completion.ts), a family's only with
+      // familyTokenIds (its raw tokens, markers included); otherwise the field is ignored, as by an engine that
+      // predates it: the gateway then finds no ids and continues by text.
       promptTokenIds:
-        dialect === 'vllm' && body.return_token_ids === true && !tm && family === 'generic'
+        dialect === 'vllm' &&
+        body.return_token_ids === true &&
+        !tm &&
+        (family === 'generic' || (opts.familyTokenIds === true && !textPlan && planned.plan.raw !== undefined))
           ? promptTokens(body.messages).map(tokenId)
           : undefined,
     };
@@ -246,6 +257,22 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
       prefill.done();
       answer();
     });
+  }
+
+  /**
+   * A continuation leg by token ids (token-completion.ts): it takes the next step of the `x-fake-fault` script as a
+   * chat continuation leg does, so a script reads the same whichever way the gateway continues.
+   */
+  function tokenIdsLeg(ex: Exchange): void {
+    const h = ex.record.headers;
+    let fault: Fault | undefined;
+    try {
+      fault = takeFault(h['x-fake-fault'], true, opts.faultScope === 'request' ? h['x-request-id'] : undefined);
+    } catch (e) {
+      return bad(ex, (e as Error).message);
+    }
+    ex.record.fault = fault?.spec;
+    tokenCompletion(ex, { created: CREATED, intervalMs: opts.tokenIntervalMs ?? 2, name, fault, family: selectFamily(family).family });
   }
 
   function tokenizeRoute(ex: Exchange): void {
@@ -316,8 +343,7 @@ export function startFakeEngine(opts: FakeEngineOptions = {}): Promise<FakeEngin
     if (req.method === 'POST' && path === '/v1/chat/completions') return chat(ex);
     if (req.method === 'POST' && path === '/v1/responses') return chat(ex, 'responses');
     // A prompt of token ids is a continuation leg by ids (vLLM); a text prompt is a client's completion.
-    if (req.method === 'POST' && path === '/v1/completions' && dialect === 'vllm' && isTokenIdPrompt(body))
-      return tokenCompletion(ex, { created: CREATED, intervalMs: opts.tokenIntervalMs ?? 2, name });
+    if (req.method === 'POST' && path === '/v1/completions' && dialect === 'vllm' && isTokenIdPrompt(body)) return tokenIdsLeg(ex);
     if (req.method === 'POST' && path === '/v1/completions') return chat(ex, 'completions');
     if (req.method === 'POST' && (path === '/tokenize' || (path === '/v1/tokenize' && tokenizer === 'sglang')))
       return tokenizerRoute(ex, tokenizeRoute);

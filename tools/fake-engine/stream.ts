@@ -5,7 +5,7 @@
 //
 // Like a real engine (uvicorn awaits its socket), the next step waits for 'drain' when the socket's write
 // buffer is full: a client that stops reading stops the generation instead of growing our buffers.
-import { type ChunkContext, finishChunk, roleChunk, tokenChunk, usageChunk } from './dialect';
+import { type ChunkContext, finishChunk, idsOnlyChunk, roleChunk, tokenChunk, usageChunk } from './dialect';
 import type { Exchange } from './exchange';
 import { type Fault, FLOODS } from './faults';
 import { type Plan, reasoningTokenCount } from './plan';
@@ -19,8 +19,8 @@ function deltaText(d: Plan['deltas'][number]): string {
   return 'text' in d ? d.text : '';
 }
 
-const MALFORMED_EVENT = 'data: {"this is not json\n\n';
-const INJECTED_ERROR = '{"error":{"message":"fake-engine injected error","type":"InternalServerError","code":500}}';
+export const MALFORMED_EVENT = 'data: {"this is not json\n\n';
+export const INJECTED_ERROR = '{"error":{"message":"fake-engine injected error","type":"InternalServerError","code":500}}';
 
 export interface StreamSettings {
   ctx: ChunkContext;
@@ -111,10 +111,17 @@ export class StreamRun {
       }
       if (this.index >= n) return this.finish();
       const d = plan.deltas[this.index];
+      // A family's raw token (markers included) when the plan has them; else the delta's own text.
+      const id = () => tokenId(plan.raw?.[this.index] ?? deltaText(d));
       if (d.kind !== 'silent') {
         const chunk = this.completions && d.kind === 'content' ? completionTokenChunk(this.s.ctx, d.text) : tokenChunk(this.s.ctx, d);
         if (!this.completions && this.s.ctx.dialect === 'vllm')
-          (chunk.choices as Record<string, unknown>[])[0].token_ids = this.s.promptTokenIds ? [tokenId(deltaText(d))] : null;
+          (chunk.choices as Record<string, unknown>[])[0].token_ids = this.s.promptTokenIds ? [id()] : null;
+        if (this.s.continuousUsage) (chunk as Record<string, unknown>).usage = this.runningUsage(this.index + 1);
+        this.event(chunk);
+      } else if (!this.completions && this.s.promptTokenIds && plan.raw) {
+        // A token the parser held back: vLLM sends its id alone when ids are asked, nothing otherwise.
+        const chunk = idsOnlyChunk(this.s.ctx, [id()]);
         if (this.s.continuousUsage) (chunk as Record<string, unknown>).usage = this.runningUsage(this.index + 1);
         this.event(chunk);
       }

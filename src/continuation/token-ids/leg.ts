@@ -128,13 +128,14 @@ export async function runTokenIdsLeg<Result>(
   const opened = await steps.send(plan.path, plan.body);
   if ('result' in opened) return opened;
   const { res } = opened;
-  const progress: IdsLeg2Progress = { ids: [], complete: true };
+  const progress: IdsLeg2Progress = { ids: [], complete: true, reasoning: 0 };
   // vLLM reports a reasoning count when a reasoning parser runs, which leg 1's reasoning shows.
   const deliveredReasoning = engine === 'vllm' && r.tracker.reasoningField !== null ? state.reasoningIds : null;
   const host = { engine, shape, splitter, promptTokens: prompt.ids.length, deliveredTokens: delivered, deliveredReasoning, legs: n + 1 };
   const out = await relayIdsLeg2(relayHost(r, host), new LegReader(res.body), progress);
   r.trace.legEnded(out.type, out.type === 'failed' ? out.failure : undefined);
-  ledger.extend(progress.ids, progress.complete);
+  // Its reasoning ids too: a further leg's usage.reasoning_tokens (and the record) count every leg's.
+  ledger.extend(progress.ids, progress.complete, progress.reasoning);
   return { result: steps.judge(out), sent: recoveredOf(prompt.ids.length, state) };
 }
 

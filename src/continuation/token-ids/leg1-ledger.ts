@@ -114,9 +114,13 @@ export class Leg1IdLedger {
     this.markerHole = null;
   }
 
-  /** A continuation leg by ids delivered these too: a further leg continues after them (or by text, after a gap). */
-  extend(ids: readonly number[], complete: boolean): void {
+  /**
+   * A continuation leg by ids delivered these too, `reasoning` of them in the reasoning: a further leg continues
+   * after them (or by text, after a gap), and its reasoning count includes them.
+   */
+  extend(ids: readonly number[], complete: boolean, reasoning = 0): void {
     for (const id of ids) this.generated.push(id);
+    this.reasoningIds += reasoning;
     if (!complete) this.gap ??= 'leg2-ids-missing';
   }
 

@@ -41,6 +41,8 @@ export interface IdsLeg2Progress {
   /** Every id leg 2 streamed, in order; `complete` false when a frame's ids were missing (a gap). */
   readonly ids: number[];
   complete: boolean;
+  /** Of those, the ones that came while the split was in the reasoning (the marker's own included). */
+  reasoning: number;
 }
 
 export function relayIdsLeg2(h: IdsLeg2Host, reader: LegReader, progress: IdsLeg2Progress): Promise<LegOutcome> {
@@ -59,8 +61,6 @@ class IdsLeg2Relay implements LegHooks {
   readonly log: Logger;
   private finish: string | null = null;
   private generated = 0;
-  /** Leg 2's tokens that came while the split was in the reasoning (the marker's own included). */
-  private reasoning = 0;
   private firstToken = false;
   private readonly readFrame: (json: JsonObject) => FrameRead;
 
@@ -117,7 +117,7 @@ class IdsLeg2Relay implements LegHooks {
   }
 
   private relayFrame(f: Leg2Frame): readonly Outgoing[] {
-    if (this.h.splitter.current === 'reasoning') this.reasoning += f.ids?.length ?? 0;
+    if (this.h.splitter.current === 'reasoning') this.progress.reasoning += f.ids?.length ?? 0;
     if (f.ids) for (const id of f.ids) this.progress.ids.push(id);
     else if (f.text) this.progress.complete = false;
     this.generated = f.generated ?? this.progress.ids.length;
@@ -143,7 +143,7 @@ class IdsLeg2Relay implements LegHooks {
 
   private usage(): JsonObject {
     const h = this.h;
-    const reasoningTokens = h.deliveredReasoning === null ? undefined : h.deliveredReasoning + this.reasoning;
+    const reasoningTokens = h.deliveredReasoning === null ? undefined : h.deliveredReasoning + this.progress.reasoning;
     return idsUsage({
       engine: h.engine,
       promptTokens: h.promptTokens,

@@ -98,7 +98,10 @@ describe('the ledger of leg 1 ids', () => {
   test('a further leg: ids appended, or a gap after a text leg', () => {
     const l = new Leg1IdLedger(vllmAsk);
     l.extend([1, 2], true);
-    expect(l.state()).toMatchObject({ generatedIds: [1, 2] });
+    expect(l.state()).toMatchObject({ generatedIds: [1, 2], reasoningIds: 0 });
+    // A leg by ids cut in the reasoning: its reasoning ids count for the next leg's usage.
+    l.extend([3, 4, 5], true, 2);
+    expect(l.state()).toMatchObject({ generatedIds: [1, 2, 3, 4, 5], reasoningIds: 2 });
     l.textLegSent();
     expect(l.state()).toEqual({ kind: 'gap', reason: 'after-text-leg' });
   });
