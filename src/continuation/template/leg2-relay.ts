@@ -3,25 +3,25 @@
 // and silence is waited out as the reference gateway does, but never longer than MAX_STALL_SECONDS in total.
 // Like leg 1's relay it writes nothing: what the client gets goes back to the request's deliver().
 
-import type { GatewayConfig } from '../config/env';
-import type { ResponsesStream } from '../endpoints/responses/stream';
-import type { Delivered, Phase } from '../families/types';
-import type { Logger } from '../obs/logger';
-import type { Metrics } from '../obs/metrics';
-import { isObject, type JsonObject } from '../openai/chat';
-import { withIdempotentToolCallIds } from '../openai/tool-call-ids';
-import { HarmonySplit } from '../recovery/harmony-split';
-import { DONE_EVENT } from '../recovery/interruption';
-import { isRoleOnlyChunk, rewriteLeg2Chunk } from '../recovery/leg2-rewrite';
-import { revisionFromChunk, revisionsDiffer } from '../recovery/model-revision';
-import { decideOnSilence, type FailureKind, type SilenceDecision } from '../recovery/planner';
-import { RestartGuard } from '../recovery/restart-guard';
-import type { Accounting, RecoveredTokens } from '../recovery/token-estimate';
-import { type ObservedEvent, StreamTracker } from '../sse/tracker';
-import type { LegReader } from '../upstream/leg-reader';
-import { type LegFailure, type LegHooks, type LegOutcome, type Outgoing, readLeg, type Silence } from './leg-loop';
+import type { GatewayConfig } from '../../config/env';
+import type { ResponsesStream } from '../../endpoints/responses/stream';
+import type { Delivered, Phase } from '../../families/types';
+import type { Logger } from '../../obs/logger';
+import type { Metrics } from '../../obs/metrics';
+import { isObject, type JsonObject } from '../../openai/chat';
+import { withIdempotentToolCallIds } from '../../openai/tool-call-ids';
+import { HarmonySplit } from '../../recovery/harmony-split';
+import { DONE_EVENT } from '../../recovery/interruption';
+import { isRoleOnlyChunk, rewriteLeg2Chunk } from '../../recovery/leg2-rewrite';
+import { revisionFromChunk, revisionsDiffer } from '../../recovery/model-revision';
+import { decideOnSilence, type FailureKind, type SilenceDecision } from '../../recovery/planner';
+import { RestartGuard } from '../../recovery/restart-guard';
+import type { Accounting, RecoveredTokens } from '../../recovery/token-estimate';
+import { type ObservedEvent, StreamTracker } from '../../sse/tracker';
+import { type LegFailure, type LegHooks, type LegOutcome, type Outgoing, readLeg, type Silence } from '../../stream/legs/leg-loop';
+import type { TrackerView } from '../../stream/request-port';
+import type { LegReader } from '../../upstream/leg-reader';
 import { rewriteHarmonyChunk } from './leg2-harmony';
-import type { TrackerView } from './request-port';
 
 export interface Leg2Host {
   readonly config: GatewayConfig;
