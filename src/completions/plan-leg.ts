@@ -1,5 +1,6 @@
-// Planning a completions stream's continuation leg (the step continuation.ts takes for this endpoint instead of a
-// chat design): count what the client has, then the request (continuation-request.ts). Counted as chat's text is:
+// Planning a completions stream's continuation leg (the step src/continuation/continuation.ts takes for this
+// endpoint instead of a chat design): count what the client has, then the request (continuation-request.ts).
+// Counted as chat's text is:
 // the model's tokenizer in process (TOKENIZER), else the engine's /tokenize (TOKENIZE_URL), else the estimate; the
 // original prompt as an uninterrupted run reports it is leg 2's prompt_tokens minus the count of the appended
 // text (its prompt is exactly the original plus that text), or the engine's running count (continuous usage).

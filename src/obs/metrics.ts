@@ -246,12 +246,12 @@ export class Metrics {
     this.requestDuration.observe({ outcome }, seconds);
   }
 
-  /** The design of one continuation leg (src/stream/leg2-prepare.ts): table, template or generic. */
+  /** The design of one continuation leg (src/continuation/template/leg2-prepare.ts): table, template or generic. */
   observeContinuationPrepare(source: 'table' | 'template' | 'generic', seconds: number): void {
     this.continuationPrepare.observe({ source }, seconds);
   }
 
-  /** Counting one continuation (src/stream/leg2-prepare.ts), by the method that counted. */
+  /** Counting one continuation (src/continuation/template/leg2-prepare.ts), by the method that counted. */
   observeContinuationCount(method: string, seconds: number): void {
     this.continuationCount.observe({ method }, seconds);
   }

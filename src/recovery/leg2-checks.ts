@@ -6,8 +6,8 @@ import type { Designed } from './leg2-design';
 
 /**
  * The engine's verdict applied: it wins over our render. It is asked only with CHAT_TEMPLATE set
- * (src/stream/leg2-prepare.ts), where every continuation is to be verified: a leg 2 our render of the template
- * did not verify (llama.cpp, whose prompts only the engine renders; `auto` on vLLM, or on llama.cpp before
+ * (src/continuation/template/leg2-prepare.ts), where every continuation is to be verified: a leg 2 our render of
+ * the template did not verify (llama.cpp, whose prompts only the engine renders; `auto` on vLLM, or on llama.cpp before
  * /props answers: no template here) goes only on the engine's agreement, so an engine that cannot answer in time
  * ends it explicitly rather than letting it go unverified.
  */

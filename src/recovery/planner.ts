@@ -148,7 +148,7 @@ export function decideOnSilence(i: SilenceInput): SilenceDecision {
   return { action: 'wait' };
 }
 
-/** What leg 1's latest output tells the commit point, before it (src/stream/leg1-relay.ts). */
+/** What leg 1's latest output tells the commit point, before it (src/stream/leg1/leg1-relay.ts). */
 export interface HoldInput {
   /** BUFFER_STRUCTURED_OUTPUT: a json_* answer is held whole until its finish. */
   structured: boolean;

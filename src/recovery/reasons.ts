@@ -4,7 +4,7 @@
 // address) goes to the log records only.
 import type { RefusalReason } from './admission';
 
-/** How a leg failed (src/recovery/planner.ts decides what follows; src/stream/leg-loop.ts detects it). */
+/** How a leg failed (src/recovery/planner.ts decides what follows; src/stream/legs/leg-loop.ts detects it). */
 export type FailureKind =
   | 'reset' // connection reset / aborted mid-body
   | 'eof' // clean end of body without finish_reason

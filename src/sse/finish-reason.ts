@@ -5,7 +5,7 @@
 // The gateway does not know which engine is behind the router, so a value is well formed when it is one of
 // the strings any of the engines it fronts sends (the union below). Anything else (a number, an object such as
 // SGLang's internal {"type":"stop"}, an empty or unknown string) is a malformed finish: the leg that sent it
-// failed (src/stream/leg-loop.ts), and the value never reaches the client.
+// failed (src/stream/legs/leg-loop.ts), and the value never reaches the client.
 
 /**
  * The strings each dialect's chat stream sends:

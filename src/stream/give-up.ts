@@ -8,7 +8,7 @@ import type { ClientErrorCode } from '../errors';
 import type { Logger } from '../obs/logger';
 import type { FailureCause, InterruptReason, PassReason, PreCommitReason } from '../recovery/reasons';
 import { type Ending, endingBeforeCommit, reasonOf } from './ending';
-import type { LegFailure } from './leg-loop';
+import type { LegFailure } from './legs/leg-loop';
 import type { GiveUpView } from './request-port';
 
 export type HttpErrorEnding = Extract<Ending, { kind: 'http-error' }>;

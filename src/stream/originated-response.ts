@@ -3,13 +3,14 @@
 // continuation legs from the delivered text, or the interruption event. This module owns the client side:
 // the state (request-state.ts, changed only by move()), the tracker of what was delivered, the only
 // ClientSide (client-side.ts), and how the request ends: finish(ending) records the Ending and delivers it,
-// once. Every other module here is a step that returns a value (leg1-attempt, leg1-retry, continuation,
-// give-up, and the relays, whose bytes come back through deliver()) or an adapter (leg-sender, admit,
-// client-side, verbatim); every decision is a pure function in src/recovery/.
+// once. Every other module here is a step that returns a value (leg1/: attempt, retry; src/continuation/; give-up;
+// and the relays, whose bytes come back through deliver()) or an adapter (legs/leg-sender, admit, client-side,
+// verbatim); every decision is a pure function in src/recovery/.
 //
 // Every leg is fenced when superseded: cancelLeg() aborts it (the replica frees the slot) and no byte it still
 // sends reaches the client. A client that leaves and the drain deadline are one cancellation (cancellation.ts).
 
+import { decideAfterLeg1Failure, runContinuationLeg } from '../continuation/continuation';
 import { withDecisionEvents } from '../obs/decision-events';
 import type { Decision } from '../obs/decisions';
 import type { Logger } from '../obs/logger';
@@ -20,14 +21,13 @@ import { RECOVERY_WAIT_COMMENT, RecoverySlot } from './admit';
 import { RequestCancellation } from './cancellation';
 import { ClientSide, type ClientWire } from './client-side';
 import type { GatewayContext, InScopeRequest } from './context';
-import { decideAfterLeg1Failure, runContinuationLeg } from './continuation';
 import { type Ending, endingForCancel, finalResponse, type Outcome, outcomeOf, stateFor } from './ending';
 import { internalError, logInterruption } from './give-up';
-import type { LegFailure, LegOutcome, Outgoing } from './leg-loop';
-import { LegSender } from './leg-sender';
-import { startLeg1Attempt } from './leg1-attempt';
-import { relayLeg1 } from './leg1-relay';
-import { retryOrGiveUp } from './leg1-retry';
+import { startLeg1Attempt } from './leg1/leg1-attempt';
+import { relayLeg1 } from './leg1/leg1-relay';
+import { retryOrGiveUp } from './leg1/leg1-retry';
+import type { LegFailure, LegOutcome, Outgoing } from './legs/leg-loop';
+import { LegSender } from './legs/leg-sender';
 import { newFacts, type PhaseSnapshot, phaseOf, reportRequestEnd, transitionRecord } from './request-record';
 import { canMove, IllegalTransitionError, isCommitted, type RequestState } from './request-state';
 import { type RequestActions, RequestView } from './request-view';
@@ -222,7 +222,7 @@ export class OriginatedResponse {
     }
   }
 
-  /** One leg 1 attempt: its head (leg1-attempt.ts), then its event stream (leg1-relay.ts). */
+  /** One leg 1 attempt: its head (leg1/leg1-attempt.ts), then its event stream (leg1/leg1-relay.ts). */
   private async runLeg1Attempt(): Promise<LegOutcome | { type: 'ended'; ending: Ending }> {
     const start = await startLeg1Attempt(this.view);
     if (start.status !== null) this.facts.upstreamStatus = start.status;

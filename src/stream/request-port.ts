@@ -1,7 +1,7 @@
-// What the request's steps (leg1-attempt.ts, continuation.ts, leg2-prepare.ts, give-up.ts, the relays) may see
-// of the request they serve: read-only views, and the few callbacks through which the request does what only
-// it may (send a leg, hold a re-prefill slot, deliver to the client). OriginatedResponse builds them; no step
-// imports it, and none can reach the client but through `deliver`, which the request implements.
+// What the request's steps (leg1/, src/continuation/, give-up.ts, the relays) may see of the request they
+// serve: read-only views, and the few callbacks through which the request does what only it may (send a leg,
+// hold a re-prefill slot, deliver to the client). OriginatedResponse builds them; no step imports it, and none
+// can reach the client but through `deliver`, which the request implements.
 import type { GatewayConfig } from '../config/env';
 import type { Leg1IdLedger } from '../continuation/token-ids/leg1-ledger';
 import type { Decision } from '../obs/decisions';
@@ -15,7 +15,7 @@ import type { TemplateProvider } from '../templates/provider';
 import type { LegOpenError, LegResponse } from '../upstream/client';
 import type { RequestCancellation } from './cancellation';
 import type { InScopeRequest } from './context';
-import type { Outgoing } from './leg-loop';
+import type { Outgoing } from './legs/leg-loop';
 
 /** The request's tracker as a step sees it: everything it says, nothing that changes it (the request applies). */
 export type TrackerView = Omit<Readonly<StreamTracker>, 'apply'>;
@@ -48,7 +48,7 @@ export interface GiveUpView {
   readonly causes: readonly FailureCause[];
 }
 
-/** Sending a leg (leg-sender.ts, through the request, which fences it when superseded). */
+/** Sending a leg (legs/leg-sender.ts, through the request, which fences it when superseded). */
 export type OpenLeg = (
   url: string,
   requestId: string | undefined,
@@ -57,7 +57,7 @@ export type OpenLeg = (
   path?: string,
 ) => Promise<LegResponse | LegOpenError>;
 
-/** One leg 1 attempt up to its response head (leg1-attempt.ts). */
+/** One leg 1 attempt up to its response head (leg1/leg1-attempt.ts). */
 export interface Leg1Port {
   readonly config: GatewayConfig;
   readonly log: Logger;
@@ -74,7 +74,7 @@ export interface Leg1Port {
   cancelLeg(): void;
 }
 
-/** The continuation legs (continuation.ts, leg2-prepare.ts). */
+/** The continuation legs (src/continuation/continuation.ts, src/continuation/template/leg2-prepare.ts). */
 export interface ContinuationPort extends StepEnv {
   readonly req: InScopeRequest;
   readonly tracker: TrackerView;

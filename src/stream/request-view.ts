@@ -15,8 +15,8 @@ import type { SlotEnd } from '../recovery/slot-evidence';
 import type { RequestCancellation } from './cancellation';
 import { continuationModelOf, type GatewayContext, type InScopeRequest } from './context';
 import type { EndFacts, Ending } from './ending';
-import type { Outgoing } from './leg-loop';
-import type { LegSender } from './leg-sender';
+import type { Outgoing } from './legs/leg-loop';
+import type { LegSender } from './legs/leg-sender';
 import type { ContinuationPort, GiveUpView, Leg1Port, OpenLeg, Refusal, TrackerView } from './request-port';
 import type { RequestFacts } from './request-record';
 

@@ -1,15 +1,16 @@
-// One continuation leg by token ids (continuation.ts runs it first, and the text path when it returns why not):
-// leg 1's ids (the ledger) and its prompt ids (vLLM streamed them; llama-server is asked: prompt-ids.ts), the
-// cut's parser state (the phase, the family's closing marker), the request (leg2-request.ts), a re-prefill
-// slot, the engine's text-completion endpoint, the relay (leg2-relay.ts), and the same judgement as the text
-// path. A leg that cannot go by ids says why (`fallback`), and the verified text path follows: never a guess.
+// One continuation leg by token ids (src/continuation/continuation.ts runs it first, and the text path,
+// src/continuation/template/, when it returns why not): leg 1's ids (the ledger) and its prompt ids (vLLM
+// streamed them; llama-server is asked: prompt-ids.ts), the cut's parser state (the phase, the family's closing
+// marker), the request (leg2-request.ts), a re-prefill slot, the engine's text-completion endpoint, the relay
+// (leg2-relay.ts), and the same judgement as the text path. A leg that cannot go by ids says why (`fallback`),
+// and the verified text path follows: never a guess.
 import { selectFamily } from '../../families/select';
 import type { Phase, ReasoningFormat } from '../../families/types';
 import type { JsonObject, ReasoningField } from '../../openai/chat';
 import type { InterruptReason } from '../../recovery/reasons';
 import type { RecoveredTokens } from '../../recovery/token-estimate';
 import { AVOID_HOST_HEADER } from '../../request/forward-headers';
-import type { LegOutcome } from '../../stream/leg-loop';
+import type { LegOutcome } from '../../stream/legs/leg-loop';
 import type { ContinuationPort } from '../../stream/request-port';
 import type { LegResponse } from '../../upstream/client';
 import { LegReader } from '../../upstream/leg-reader';
@@ -20,7 +21,7 @@ import { fillMarkerHole, markerHoleText } from './marker-hole';
 import { llamaPromptIds, llamaTextIds } from './prompt-ids';
 import { RawSplitter } from './raw-split';
 
-/** What the text path's hooks give this leg (continuation.ts): send and check the head, then judge. */
+/** What the text path's hooks give this leg (src/continuation/continuation.ts): send and check the head, then judge. */
 export interface LegSteps<Result> {
   /** Sends the leg to CONTINUATION_URL + `path` and checks its head. */
   send(path: string, body: JsonObject): Promise<{ res: LegResponse } | { result: Result }>;

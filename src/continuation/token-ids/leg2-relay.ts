@@ -1,26 +1,21 @@
 // Leg 2 by ids on the leg loop: each frame the engine streams (leg2-frames.ts) is split into reasoning and
 // content (raw-split.ts) and relayed as chat chunks in leg 1's shape (client-chunks.ts); at the finish, the
 // finish chunk, the exact usage when the client asked for it, and [DONE]. Silence is waited out as on the text
-// path. It writes nothing itself: what the client gets goes back to the request's deliver().
-import type { GatewayConfig } from '../../config/env';
-import type { Logger } from '../../obs/logger';
-import type { Metrics } from '../../obs/metrics';
+// path (src/continuation/leg2-hooks.ts). It writes nothing itself: what the client gets goes back to the
+// request's deliver().
 import type { JsonObject } from '../../openai/chat';
 import { DONE_EVENT } from '../../recovery/interruption';
-import { decideOnSilence, type FailureKind, type SilenceDecision } from '../../recovery/planner';
 import { type ObservedEvent, StreamTracker } from '../../sse/tracker';
-import type { LegFailure, LegHooks, LegOutcome, Outgoing, Silence } from '../../stream/leg-loop';
-import { readLeg } from '../../stream/leg-loop';
+import type { LegFailure, LegOutcome, Outgoing } from '../../stream/legs/leg-loop';
+import { readLeg } from '../../stream/legs/leg-loop';
 import type { LegReader } from '../../upstream/leg-reader';
+import { Leg2Hooks, type Leg2HooksHost } from '../leg2-hooks';
 import { type ChunkShape, finishChunk, sseData, textChunk, usageChunk } from './client-chunks';
 import { type FrameRead, type Leg2Frame, readLlamaCompletionFrame, readVllmCompletionChunk } from './leg2-frames';
 import type { RawSplitter, SplitPiece } from './raw-split';
 import { idsUsage } from './usage';
 
-export interface IdsLeg2Host {
-  readonly config: GatewayConfig;
-  readonly metrics: Metrics;
-  readonly log: Logger;
+export interface IdsLeg2Host extends Leg2HooksHost {
   readonly engine: 'vllm' | 'llamacpp';
   readonly shape: ChunkShape;
   readonly splitter: RawSplitter;
@@ -30,10 +25,7 @@ export interface IdsLeg2Host {
   /** Of those, reasoning (null: the engine reports no reasoning count for this stream). */
   readonly deliveredReasoning: number | null;
   readonly legs: number;
-  isGone(): boolean;
-  onFirstBytes(): void;
   onFirstToken(): void;
-  deliver(out: readonly Outgoing[]): Promise<void> | undefined;
 }
 
 /** What leg 2 streamed, for a further leg by ids and the record. */
@@ -55,36 +47,19 @@ function outgoing(json: JsonObject): Outgoing {
   return { bytes, events: [StreamTracker.read({ raw: bytes, data: bytes.toString('utf8', 6, bytes.length - 2) })] };
 }
 
-class IdsLeg2Relay implements LegHooks {
-  readonly leg = 2;
-  readonly metrics: Metrics;
-  readonly log: Logger;
+/** Leg 2 by ids's LegHooks: the engine's frames relayed as chat chunks, its ids kept for a further leg. */
+class IdsLeg2Relay extends Leg2Hooks<IdsLeg2Host> {
   private finish: string | null = null;
   private generated = 0;
   private firstToken = false;
   private readonly readFrame: (json: JsonObject) => FrameRead;
 
   constructor(
-    private readonly h: IdsLeg2Host,
+    h: IdsLeg2Host,
     private readonly progress: IdsLeg2Progress,
   ) {
-    this.metrics = h.metrics;
-    this.log = h.log;
+    super(h);
     this.readFrame = h.engine === 'vllm' ? readVllmCompletionChunk : readLlamaCompletionFrame;
-  }
-
-  isGone(): boolean {
-    return this.h.isGone();
-  }
-
-  idlePeriodMs(): number {
-    return this.h.config.stallIdleTimeoutMs;
-  }
-
-  onSilence(s: Silence): SilenceDecision {
-    const cfg = this.h.config;
-    const limits = { stallIdleTimeoutMs: cfg.stallIdleTimeoutMs, maxStallMs: cfg.maxStallMs, firstDeltaTimeoutMs: 0 };
-    return decideOnSilence({ ...s, committed: true, leg: 2, recoverable: true, ...limits });
   }
 
   /** The engine's finish was relayed; vLLM's usage chunk and [DONE] may follow, llama-server's frame was the last. */
@@ -94,18 +69,6 @@ class IdsLeg2Relay implements LegHooks {
 
   atFinish(): Outgoing[] {
     return [];
-  }
-
-  failed(failure: FailureKind, detail?: string): LegFailure {
-    return { type: 'failed', failure, detail };
-  }
-
-  onFirstBytes(): void {
-    this.h.onFirstBytes();
-  }
-
-  deliver(out: readonly Outgoing[]): Promise<void> | undefined {
-    return this.h.deliver(out);
   }
 
   onEvent(event: ObservedEvent): readonly Outgoing[] | LegFailure {

@@ -1,12 +1,12 @@
 // A property test over generated engine streams (issue 39): whatever an engine sends (deltas, valid and
 // malformed finish_reasons, a second finish, content after it, usage, error events, comments, [DONE], in any
-// order and cut into any TCP pieces), what the leg loop relays (src/stream/leg-loop.ts with the finish gate,
+// order and cut into any TCP pieces), what the leg loop relays (src/stream/legs/leg-loop.ts with the finish gate,
 // src/sse/finish-gate.ts) carries at most one finish_reason, a known one, nothing of substance after it, and at
 // most one [DONE], last. A small generator of our own (a seeded PRNG): no property-testing dependency.
 import { KNOWN_FINISH_REASONS } from '../../../src/sse/finish-reason';
 import { KEEP_ALIVE_INTERVAL_MS, keepAliveDue } from '../../../src/sse/keep-alives';
 import { SseParser } from '../../../src/sse/parser';
-import { type LegHooks, type LegOutcome, type Outgoing, readLeg } from '../../../src/stream/leg-loop';
+import { type LegHooks, type LegOutcome, type Outgoing, readLeg } from '../../../src/stream/legs/leg-loop';
 import type { LegBodySink } from '../../../src/upstream/leg-body';
 import { LegReader } from '../../../src/upstream/leg-reader';
 

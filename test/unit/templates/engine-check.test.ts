@@ -181,7 +181,7 @@ const design = (d: Designed) => {
   return d.design;
 };
 
-/** What src/stream/leg2-prepare.ts asks the engine for a design. */
+/** What src/continuation/template/leg2-prepare.ts asks the engine for a design. */
 function inputFor(engine: 'vllm' | 'llamacpp', url: string, original: any, d: ReturnType<typeof design>, ms = 5000): EngineCheckInput {
   return {
     engine,

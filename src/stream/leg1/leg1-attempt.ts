@@ -4,17 +4,17 @@
 // deadlines (the attempt's FIRST_DELTA_TIMEOUT_SECONDS, the request's FIRST_DELTA_DEADLINE_SECONDS) are armed
 // here, for the wait for headers (and an error body), and read by the leg loop after them; the request's
 // cancellation disarms them (a shutdown is not a timeout).
-import { revisionFromHeaders } from '../recovery/model-revision';
-import type { SlotEnd } from '../recovery/slot-evidence';
-import { clientResponseHeaders } from '../request/forward-headers';
-import { LegOpenError, type LegResponse } from '../upstream/client';
-import { classifyLegHead, type LegHead } from '../upstream/leg-head';
-import { LegReader } from '../upstream/leg-reader';
-import type { Ending } from './ending';
-import { gatewayError, routerUnreachable } from './give-up';
-import type { ResponseHead } from './held-output';
-import type { LegFailure } from './leg-loop';
-import type { Leg1Port } from './request-port';
+import { revisionFromHeaders } from '../../recovery/model-revision';
+import type { SlotEnd } from '../../recovery/slot-evidence';
+import { clientResponseHeaders } from '../../request/forward-headers';
+import { LegOpenError, type LegResponse } from '../../upstream/client';
+import { classifyLegHead, type LegHead } from '../../upstream/leg-head';
+import { LegReader } from '../../upstream/leg-reader';
+import type { Ending } from '../ending';
+import { gatewayError, routerUnreachable } from '../give-up';
+import type { ResponseHead } from '../held-output';
+import type { LegFailure } from '../legs/leg-loop';
+import type { Leg1Port } from '../request-port';
 
 /** What the attempt's head said, and what follows from it. `status`: the upstream's (request_end's upstream_status). */
 export type AttemptStart = { status: number | null } & (

@@ -2,10 +2,10 @@
 // continuation legs. An adapter over the upstream client that keeps what the next leg needs from the last one:
 // the replica it landed on (a recovery leg asks the egress to avoid it, docs/envoy.md (h)), when leg 1 was
 // sent (its engine rendered the uninterrupted prompt then), and the abort that fences the leg in flight.
-import type { RequestTrace } from '../obs/tracing';
-import { legRequestHeaders, upstreamHost } from '../request/forward-headers';
-import { LegAbort, LegOpenError, type LegResponse } from '../upstream/client';
-import type { GatewayContext, InScopeRequest, Upstream } from './context';
+import type { RequestTrace } from '../../obs/tracing';
+import { legRequestHeaders, upstreamHost } from '../../request/forward-headers';
+import { LegAbort, LegOpenError, type LegResponse } from '../../upstream/client';
+import type { GatewayContext, InScopeRequest, Upstream } from '../context';
 
 export interface LegRequest {
   url: string;

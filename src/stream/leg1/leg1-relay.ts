@@ -3,19 +3,19 @@
 // finish), and held back while a tool call is incomplete (BUFFER_TOOL_CALLS). It decides nothing about
 // recovery and writes nothing: the loop reports how the leg ended and the request plans and delivers from there.
 
-import type { GatewayConfig } from '../config/env';
-import type { Leg1IdLedger } from '../continuation/token-ids/leg1-ledger';
-import type { Decision } from '../obs/decisions';
-import type { Logger } from '../obs/logger';
-import type { Metrics } from '../obs/metrics';
-import { withIdempotentToolCallIds } from '../openai/tool-call-ids';
-import { classifyCase } from '../recovery/interrupted-case';
-import { decideOnSilence, type FailureKind, holdsUntilCommit, type SilenceDecision } from '../recovery/planner';
-import type { SseEvent } from '../sse/parser';
-import type { ObservedEvent } from '../sse/tracker';
-import type { LegReader } from '../upstream/leg-reader';
-import { type LegFailure, type LegHooks, type LegOutcome, type Outgoing, readLeg, type Silence } from './leg-loop';
-import type { TrackerView } from './request-port';
+import type { GatewayConfig } from '../../config/env';
+import type { Leg1IdLedger } from '../../continuation/token-ids/leg1-ledger';
+import type { Decision } from '../../obs/decisions';
+import type { Logger } from '../../obs/logger';
+import type { Metrics } from '../../obs/metrics';
+import { withIdempotentToolCallIds } from '../../openai/tool-call-ids';
+import { classifyCase } from '../../recovery/interrupted-case';
+import { decideOnSilence, type FailureKind, holdsUntilCommit, type SilenceDecision } from '../../recovery/planner';
+import type { SseEvent } from '../../sse/parser';
+import type { ObservedEvent } from '../../sse/tracker';
+import type { LegReader } from '../../upstream/leg-reader';
+import { type LegFailure, type LegHooks, type LegOutcome, type Outgoing, readLeg, type Silence } from '../legs/leg-loop';
+import type { TrackerView } from '../request-port';
 
 /**
  * The most a request holds back (a buffered tool call, held structured output) before giving up the
@@ -48,7 +48,7 @@ export interface Leg1Host {
   onFirstToken(): void;
   /** The request's delivery: held before the commit point, sent after it. */
   deliver(out: readonly Outgoing[]): Promise<void> | undefined;
-  /** A decision record with the request's phase (request-record.ts). */
+  /** A decision record with the request's phase (src/stream/request-record.ts). */
   logTransition(decision: Decision, extra: Record<string, unknown>): void;
 }
 

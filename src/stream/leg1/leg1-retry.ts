@@ -3,15 +3,15 @@
 // Retry-After); a re-run waits out its backoff holding no re-prefill slot, then waits for a slot like any
 // recovery (it re-prefills the prompt), both within the deadline. The request applies the result.
 
-import type { Decision } from '../obs/decisions';
-import type { JsonObject } from '../openai/chat';
-import { decidePreCommit, parseRetryAfter, retryBackoffMs } from '../recovery/planner';
-import type { PassReason } from '../recovery/reasons';
-import { estimateTokens, promptText } from '../recovery/token-estimate';
-import type { Ending } from './ending';
-import { giveUpBeforeCommit } from './give-up';
-import type { LegFailure } from './leg-loop';
-import type { CancellationView, GiveUpView, Refusal, StepEnv } from './request-port';
+import type { Decision } from '../../obs/decisions';
+import type { JsonObject } from '../../openai/chat';
+import { decidePreCommit, parseRetryAfter, retryBackoffMs } from '../../recovery/planner';
+import type { PassReason } from '../../recovery/reasons';
+import { estimateTokens, promptText } from '../../recovery/token-estimate';
+import type { Ending } from '../ending';
+import { giveUpBeforeCommit } from '../give-up';
+import type { LegFailure } from '../legs/leg-loop';
+import type { CancellationView, GiveUpView, Refusal, StepEnv } from '../request-port';
 
 export interface RetryPort extends StepEnv, GiveUpView {
   readonly req: { readonly payload: JsonObject };

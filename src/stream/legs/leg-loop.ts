@@ -5,14 +5,14 @@
 // way to the client. Every silence goes to the planner (decideOnSilence); every way a leg can end comes
 // back as one LegOutcome; the leg is fenced (its socket aborted, nothing more read) on the way out.
 
-import type { Logger } from '../obs/logger';
-import type { Metrics } from '../obs/metrics';
-import type { FailureKind, SilenceDecision } from '../recovery/planner';
-import { gateEvent, type LegFinishState } from '../sse/finish-gate';
-import { keepAliveDue } from '../sse/keep-alives';
-import type { SseEvent } from '../sse/parser';
-import { type ObservedEvent, StreamTracker } from '../sse/tracker';
-import type { LegReader } from '../upstream/leg-reader';
+import type { Logger } from '../../obs/logger';
+import type { Metrics } from '../../obs/metrics';
+import type { FailureKind, SilenceDecision } from '../../recovery/planner';
+import { gateEvent, type LegFinishState } from '../../sse/finish-gate';
+import { keepAliveDue } from '../../sse/keep-alives';
+import type { SseEvent } from '../../sse/parser';
+import { type ObservedEvent, StreamTracker } from '../../sse/tracker';
+import type { LegReader } from '../../upstream/leg-reader';
 
 /** Bytes for the client and the events they carry (applied to the request's tracker when delivered). */
 export interface Outgoing {

@@ -1,13 +1,12 @@
-// One continuation leg: a new generation conditioned on the text the client already has (not a migration of
-// the failed replica's state). Its steps, each returning a value the next one or the request acts on:
-// planned (counted and checked by leg2-prepare.ts, then src/recovery/continuation-request.ts), admitted (a
-// re-prefill slot), sent to a replica other than the failed one, its head checked (status, model revision),
-// relayed with leg 1's id and corrected usage (leg2-relay.ts), and judged: complete, another leg from
-// everything delivered so far (a leg that failed after answering, up to MAX_CONTINUATIONS; default 1, the
-// reference's two legs at most), or the interruption event. The request (originated-response.ts) runs the legs
-// and applies each result: it settles the slot, records the cause and delivers the ending.
+// One continuation leg: a new generation conditioned on the text the client already has (not a migration of the
+// failed replica's state), by token ids where leg 1 gave them (token-ids/leg.ts), else by text (template/), in
+// steps, each returning a value the next one or the request acts on: planned (counted and checked by
+// template/leg2-prepare.ts, then src/recovery/continuation-request.ts), admitted (a re-prefill slot), sent to a
+// replica other than the failed one, its head checked (status, model revision), relayed with leg 1's id and
+// corrected usage (template/leg2-relay.ts), and judged: complete, another leg from everything delivered so far
+// (up to MAX_CONTINUATIONS; default 1, the reference's two legs at most), or the interruption event. The request
+// (src/stream/originated-response.ts) runs the legs and applies each result: the slot, the cause, the ending.
 import { planCompletionsLeg } from '../completions/plan-leg';
-import { runTokenIdsLeg } from '../continuation/token-ids/leg';
 import type { JsonObject } from '../openai/chat';
 import { type Leg2Plan, planContinuationRequest, type SkipReason } from '../recovery/continuation-request';
 import { causeOf } from '../recovery/give-up-detail';
@@ -18,15 +17,16 @@ import type { FailureCause, InterruptReason } from '../recovery/reasons';
 import type { SlotEnd } from '../recovery/slot-evidence';
 import type { RecoveredTokens } from '../recovery/token-estimate';
 import { fromRunningUsage } from '../recovery/usage';
+import type { Ending } from '../stream/ending';
+import { interruption } from '../stream/give-up';
+import type { LegFailure, LegOutcome } from '../stream/legs/leg-loop';
+import type { ContinuationPort, CountMethod } from '../stream/request-port';
 import { LegOpenError, type LegResponse } from '../upstream/client';
 import { LegReader } from '../upstream/leg-reader';
 import type { CountedRecoveredTokens } from '../upstream/tokenizer';
-import type { Ending } from './ending';
-import { interruption } from './give-up';
-import type { LegFailure, LegOutcome } from './leg-loop';
-import { type Prepared, prepareContinuation } from './leg2-prepare';
-import { relayLeg2 } from './leg2-relay';
-import type { ContinuationPort, CountMethod } from './request-port';
+import { type Prepared, prepareContinuation } from './template/leg2-prepare';
+import { relayLeg2 } from './template/leg2-relay';
+import { runTokenIdsLeg } from './token-ids/leg';
 
 /** What one continuation leg came to, for the request to apply. */
 export interface LegResult {

@@ -1,9 +1,9 @@
 // Leg 2 of a harmony family on an engine that cannot split it (families/engine-rules.ts sglangAppend): the
 // engine streams the raw text as `content`; each chunk is rewritten into the reasoning / content deltas the
 // client was getting from leg 1, through the gateway's own split (src/recovery/harmony-split.ts).
-import type { JsonObject } from '../openai/chat';
-import type { HarmonySplit } from '../recovery/harmony-split';
-import { type ObservedEvent, StreamTracker } from '../sse/tracker';
+import type { JsonObject } from '../../openai/chat';
+import type { HarmonySplit } from '../../recovery/harmony-split';
+import { type ObservedEvent, StreamTracker } from '../../sse/tracker';
 
 export type HarmonyRewrite = { event: ObservedEvent } | { drop: true } | { error: string };
 

@@ -1,13 +1,13 @@
 // Before a continuation leg is planned: its design (src/recovery/leg2-design.ts), counted (exact in process with
 // TOKENIZER, else via the engine's /tokenize, else estimated) and checked (the date; the engine's own rendering of leg 2, vLLM and
 // llama.cpp), the count and the engine's check in parallel under the one TOKENIZE_TIMEOUT_MS deadline.
-import type { JsonObject } from '../openai/chat';
-import { withDateRule, withEngineVerdict } from '../recovery/leg2-checks';
-import { type ContinuationTarget, type Designed, designLeg2 } from '../recovery/leg2-design';
-import { AVOID_HOST_HEADER } from '../request/forward-headers';
-import { type EngineVerdict, engineCheck } from '../templates/engine-check';
-import { type CountedRecoveredTokens, countRecoveredTokens } from '../upstream/tokenizer';
-import type { ContinuationPort } from './request-port';
+import type { JsonObject } from '../../openai/chat';
+import { withDateRule, withEngineVerdict } from '../../recovery/leg2-checks';
+import { type ContinuationTarget, type Designed, designLeg2 } from '../../recovery/leg2-design';
+import { AVOID_HOST_HEADER } from '../../request/forward-headers';
+import type { ContinuationPort } from '../../stream/request-port';
+import { type EngineVerdict, engineCheck } from '../../templates/engine-check';
+import { type CountedRecoveredTokens, countRecoveredTokens } from '../../upstream/tokenizer';
 
 export interface Prepared {
   readonly target: ContinuationTarget;

@@ -1,10 +1,10 @@
 // The leg loop's silence and end rules (issue 19 items 1-3), on a LegReader fed by hand: silence is counted from
 // the last complete event (a partial event that trickles in is still silence), a silence of exactly the stall
 // timer is a stall at its first check (never one period late), and `[DONE]` before a finish_reason is a failure.
-import { decideOnSilence } from '../../../src/recovery/planner';
-import { type LegHooks, type LegOutcome, readLeg } from '../../../src/stream/leg-loop';
-import type { LegBodySink } from '../../../src/upstream/leg-body';
-import { LegReader } from '../../../src/upstream/leg-reader';
+import { decideOnSilence } from '../../../../src/recovery/planner';
+import { type LegHooks, type LegOutcome, readLeg } from '../../../../src/stream/legs/leg-loop';
+import type { LegBodySink } from '../../../../src/upstream/leg-body';
+import { LegReader } from '../../../../src/upstream/leg-reader';
 
 function fakeBody() {
   const b = {

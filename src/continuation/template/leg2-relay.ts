@@ -1,32 +1,27 @@
 // Leg 2's hooks on the leg loop: each event is parsed and rewritten (leg 1's id, leg 1's reasoning field
 // name, usage counting the recovered text), leg 2's own role chunk is dropped (the client already had one),
-// and silence is waited out as the reference gateway does, but never longer than MAX_STALL_SECONDS in total.
-// Like leg 1's relay it writes nothing: what the client gets goes back to the request's deliver().
+// and silence is waited out as the reference gateway does, but never longer than MAX_STALL_SECONDS in total
+// (src/continuation/leg2-hooks.ts, as for a leg by ids). Like leg 1's relay it writes nothing: what the client
+// gets goes back to the request's deliver().
 
-import type { GatewayConfig } from '../config/env';
-import type { ResponsesStream } from '../endpoints/responses/stream';
-import type { Delivered, Phase } from '../families/types';
-import type { Logger } from '../obs/logger';
-import type { Metrics } from '../obs/metrics';
-import { isObject, type JsonObject } from '../openai/chat';
-import { withIdempotentToolCallIds } from '../openai/tool-call-ids';
-import { HarmonySplit } from '../recovery/harmony-split';
-import { DONE_EVENT } from '../recovery/interruption';
-import { isRoleOnlyChunk, rewriteLeg2Chunk } from '../recovery/leg2-rewrite';
-import { revisionFromChunk, revisionsDiffer } from '../recovery/model-revision';
-import { decideOnSilence, type FailureKind, type SilenceDecision } from '../recovery/planner';
-import { RestartGuard } from '../recovery/restart-guard';
-import type { Accounting, RecoveredTokens } from '../recovery/token-estimate';
-import { type ObservedEvent, StreamTracker } from '../sse/tracker';
-import type { LegReader } from '../upstream/leg-reader';
-import { type LegFailure, type LegHooks, type LegOutcome, type Outgoing, readLeg, type Silence } from './leg-loop';
+import type { ResponsesStream } from '../../endpoints/responses/stream';
+import type { Delivered, Phase } from '../../families/types';
+import { isObject, type JsonObject } from '../../openai/chat';
+import { withIdempotentToolCallIds } from '../../openai/tool-call-ids';
+import { HarmonySplit } from '../../recovery/harmony-split';
+import { DONE_EVENT } from '../../recovery/interruption';
+import { isRoleOnlyChunk, rewriteLeg2Chunk } from '../../recovery/leg2-rewrite';
+import { revisionFromChunk, revisionsDiffer } from '../../recovery/model-revision';
+import { RestartGuard } from '../../recovery/restart-guard';
+import type { Accounting, RecoveredTokens } from '../../recovery/token-estimate';
+import { type ObservedEvent, StreamTracker } from '../../sse/tracker';
+import { type LegFailure, type LegOutcome, type Outgoing, readLeg } from '../../stream/legs/leg-loop';
+import type { TrackerView } from '../../stream/request-port';
+import type { LegReader } from '../../upstream/leg-reader';
+import { Leg2Hooks, type Leg2HooksHost } from '../leg2-hooks';
 import { rewriteHarmonyChunk } from './leg2-harmony';
-import type { TrackerView } from './request-port';
 
-export interface Leg2Host {
-  readonly config: GatewayConfig;
-  readonly metrics: Metrics;
-  readonly log: Logger;
+export interface Leg2Host extends Leg2HooksHost {
   /** The request's delivered-text tracker, read-only (leg 1's id and field names; the request appends leg 2's text). */
   readonly tracker: TrackerView;
   readonly recovered: RecoveredTokens;
@@ -34,8 +29,6 @@ export interface Leg2Host {
   readonly clientWantsUsage: boolean;
   /** Reported in usage.continuation (an extra field clients may ignore). */
   readonly accounting: { legs: number } & Accounting;
-  isGone(): boolean;
-  onFirstBytes(): void;
   /** The first generated token (a delta or a finish): the re-prefill is over. */
   onFirstToken(): void;
   /** Leg 1's model revision, checked against leg 2's first system_fingerprint (when no header named leg 2's). */
@@ -49,8 +42,6 @@ export interface Leg2Host {
   readonly split: 'engine' | 'harmony';
   /** The endpoint's usage counts reasoning (chat); false for completions, whose usage never has a reasoning count. */
   readonly countsReasoning: boolean;
-  /** The request's delivery (after the commit point: sent). */
-  deliver(out: readonly Outgoing[]): Promise<void> | undefined;
   /** A Responses stream: the leg's chunks are written as its events (src/endpoints/responses/stream.ts). */
   readonly responses?: Pick<ResponsesStream, 'leg2Chunk' | 'leg2Done'>;
 }
@@ -72,10 +63,7 @@ export function relayLeg2(h: Leg2Host, reader: LegReader): Promise<LegOutcome> {
 }
 
 /** Leg 2's LegHooks: its own finish state, its first words held by the restart guard, the usage it corrects. */
-class Leg2Relay implements LegHooks {
-  readonly leg = 2;
-  readonly metrics: Metrics;
-  readonly log: Logger;
+class Leg2Relay extends Leg2Hooks<Leg2Host> {
   /** Leg 2's own finish/[DONE] state. */
   private readonly own = new StreamTracker();
   private revisionChecked: boolean;
@@ -89,27 +77,12 @@ class Leg2Relay implements LegHooks {
   private readonly guard: RestartGuard;
   private readonly held: Array<Outgoing | Deferred> = [];
 
-  constructor(private readonly h: Leg2Host) {
-    this.metrics = h.metrics;
-    this.log = h.log;
+  constructor(h: Leg2Host) {
+    super(h);
     this.revisionChecked = h.expectedRevision === undefined;
     this.harmony = h.split === 'harmony' ? new HarmonySplit(h.phase) : undefined;
     this.lastUsage = h.tracker.lastUsage;
     this.guard = new RestartGuard(h.delivered, h.phase);
-  }
-
-  isGone(): boolean {
-    return this.h.isGone();
-  }
-
-  idlePeriodMs(): number {
-    return this.h.config.stallIdleTimeoutMs;
-  }
-
-  onSilence(s: Silence): SilenceDecision {
-    const cfg = this.h.config;
-    const limits = { stallIdleTimeoutMs: cfg.stallIdleTimeoutMs, maxStallMs: cfg.maxStallMs, firstDeltaTimeoutMs: 0 };
-    return decideOnSilence({ ...s, committed: true, leg: 2, recoverable: true, ...limits });
   }
 
   finished(): boolean {
@@ -118,18 +91,6 @@ class Leg2Relay implements LegHooks {
 
   atFinish(): Outgoing[] | LegFailure {
     return this.guard.finish() === 'restart' ? this.restarted() : this.release([]);
-  }
-
-  failed(failure: FailureKind, detail?: string): LegFailure {
-    return { type: 'failed', failure, detail };
-  }
-
-  onFirstBytes(): void {
-    this.h.onFirstBytes();
-  }
-
-  deliver(out: readonly Outgoing[]): Promise<void> | undefined {
-    return this.h.deliver(out);
   }
 
   onEvent(event: ObservedEvent, raw: Buffer): readonly Outgoing[] | LegFailure {
