@@ -24,7 +24,6 @@ export const DECISIONS = [
   'TOKENIZE_FALLBACK',
   'ENGINE_CHECK_UNAVAILABLE',
   'TOKEN_IDS_FALLBACK',
-  'TOKEN_IDS_MARKER_HOLE',
   // Recovery admission (src/recovery/admission*.ts).
   'RECOVERY_ADMITTED',
   'RECOVERY_REFUSED',
