@@ -81,11 +81,12 @@ async function startDemo(env: Record<string, string> = {}): Promise<Demo> {
   return { tag, npm, url, tmp, stderr: () => err, exit };
 }
 
-/** The stack's stderr: one JSON object per line. */
+/** The stack's stderr: one JSON object per line (complete lines: one being written is read next time). */
 const records = (d: Demo): any[] =>
   d
     .stderr()
     .split('\n')
+    .slice(0, -1)
     .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l));
 const stackSaid = (d: Demo): string[] =>

@@ -320,12 +320,28 @@ async function main(): Promise<number> {
   return finished;
 }
 
+/**
+ * Exits once what was written to stdout and stderr has left the process: a reader slower than the records
+ * (a burst of streams ending at a stop) leaves the rest in Node's queue, and process.exit() drops it, the last
+ * record cut short (CI saw one in stack-signals.e2e). The empty writes' callbacks come after everything queued
+ * before them; 2 s at most, for a reader that never reads.
+ */
+function exitAfterOutput(code: number): void {
+  let pending = 2;
+  const done = (): void => {
+    if (--pending === 0) process.exit(code);
+  };
+  process.stdout.write('', done);
+  process.stderr.write('', done);
+  setTimeout(() => process.exit(code), 2000).unref();
+}
+
 if (require.main === module) {
   main().then(
-    (code) => process.exit(code),
+    (code) => exitAfterOutput(code),
     (e: unknown) => {
       say(e instanceof StackError ? e.message : e instanceof Error ? (e.stack ?? e.message) : String(e));
-      process.exit(1);
+      exitAfterOutput(1);
     },
   );
 }
